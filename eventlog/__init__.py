@@ -1,0 +1,82 @@
+"""Append-only event log: events, SQLite and in-memory stores, checkpoints, session leases.
+
+Map:
+    _events.py   the event envelope and one frozen payload class per kind
+    _codec.py    JSON through one private cattrs converter, schema version checks
+    _store.py    the EventLog protocol, SessionRef, leases, session summaries
+    _memory.py   MemoryEventLog: in-process, not durable
+    _sqlite.py   SqliteEventLog: aiosqlite, WAL, indexed checkpoints, lease rows
+    _errors.py   the error tree (EventLogError at the root)
+"""
+
+from ._codec import decode_payload, encode_payload, event_from_dict, event_to_dict
+from ._errors import (
+    CorruptEvent,
+    EventLogError,
+    LeaseLost,
+    SessionLocked,
+    StoreUnavailable,
+    UnknownSchemaVersion,
+)
+from ._events import (
+    SCHEMA_VERSION,
+    AssistantMessage,
+    Checkpoint,
+    Control,
+    Event,
+    EventKind,
+    InboxDelivered,
+    InboxQueued,
+    Note,
+    Originator,
+    Payload,
+    PermissionDecision,
+    Schedule,
+    SessionKey,
+    ToolCallRecord,
+    ToolResult,
+    UserMessage,
+    utcnow,
+)
+from ._memory import MemoryEventLog
+from ._sqlite import SqliteEventLog
+from ._store import Clock, EventLog, Lease, LeaseHolder, SessionRef, SessionSummary
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "AssistantMessage",
+    "Checkpoint",
+    "Clock",
+    "Control",
+    "CorruptEvent",
+    "Event",
+    "EventKind",
+    "EventLog",
+    "EventLogError",
+    "InboxDelivered",
+    "InboxQueued",
+    "Lease",
+    "LeaseHolder",
+    "LeaseLost",
+    "MemoryEventLog",
+    "Note",
+    "Originator",
+    "Payload",
+    "PermissionDecision",
+    "Schedule",
+    "SessionKey",
+    "SessionLocked",
+    "SessionRef",
+    "SessionSummary",
+    "SqliteEventLog",
+    "StoreUnavailable",
+    "ToolCallRecord",
+    "ToolResult",
+    "UnknownSchemaVersion",
+    "UserMessage",
+    "decode_payload",
+    "encode_payload",
+    "event_from_dict",
+    "event_to_dict",
+    "utcnow",
+]

@@ -1,0 +1,50 @@
+"""The eventlog error tree.
+
+    EventLogError
+    ├── SessionLocked          another live holder has the session lease
+    ├── LeaseLost              our lease was taken over or expired while we ran
+    ├── CorruptEvent           a stored row that cannot be read back (also a ValueError)
+    │   └── UnknownSchemaVersion   written by a newer (or unknown) schema
+    └── StoreUnavailable       the database cannot be opened or written (missing, read-only, full)
+"""
+
+from __future__ import annotations
+
+
+class EventLogError(Exception):
+    """Root of every error the eventlog package raises."""
+
+
+class SessionLocked(EventLogError):
+    """Another live holder has the session's lease; ``holder`` names it."""
+
+    def __init__(self, session: str, holder: str) -> None:
+        super().__init__(f"session {session} is held by {holder}")
+        self.session = session
+        self.holder = holder
+
+
+class LeaseLost(EventLogError):
+    """Our lease on a session expired or was taken over by another holder."""
+
+    def __init__(self, session: str, detail: str = "") -> None:
+        super().__init__(f"lease on session {session} lost" + (f": {detail}" if detail else ""))
+        self.session = session
+
+
+class CorruptEvent(EventLogError, ValueError):
+    """A stored event cannot be decoded; names the session and the event's seq and id."""
+
+    def __init__(self, session: str, seq: int, event_id: str, detail: str) -> None:
+        super().__init__(f"event seq={seq} id={event_id} of session {session}: {detail}")
+        self.session = session
+        self.seq = seq
+        self.event_id = event_id
+
+
+class UnknownSchemaVersion(CorruptEvent):
+    """A stored event was written with a schema version this code does not know."""
+
+
+class StoreUnavailable(EventLogError):
+    """The store cannot be opened or written: missing, read-only, or out of space."""

@@ -1,0 +1,237 @@
+"""The event types of the log: one frozen attrs class per payload, one envelope for all."""
+
+from __future__ import annotations
+
+import enum
+import secrets
+from datetime import UTC, datetime
+from typing import Any, TypeAlias
+
+import attrs
+
+#: The schema version written with every event; reading any other version fails fast.
+SCHEMA_VERSION = 1
+
+
+class EventKind(enum.StrEnum):
+    """What an event records. The payload class follows from the kind."""
+
+    USER_MESSAGE = "user_message"
+    ASSISTANT_MESSAGE = "assistant_message"
+    TOOL_RESULT = "tool_result"
+    INBOX_QUEUED = "inbox_queued"
+    INBOX_DELIVERED = "inbox_delivered"
+    CONTROL = "control"
+    SCHEDULE = "schedule"
+    CHECKPOINT = "checkpoint"
+    PERMISSION = "permission"
+    NOTE = "note"
+
+
+@attrs.frozen
+class SessionKey:
+    """The identity of one session inside a log: (app, user, session_id)."""
+
+    app: str
+    user: str
+    session_id: str
+
+    def __str__(self) -> str:
+        return f"{self.app}/{self.user}/{self.session_id}"
+
+
+@attrs.frozen
+class Originator:
+    """Who sent an inbox message or a control request (a copy of the caller, kept by value)."""
+
+    identity: str = ""
+    labels: dict[str, str] = attrs.field(factory=dict)
+    admin: bool = False
+
+
+@attrs.frozen
+class ToolCallRecord:
+    """One tool call the model asked for, as the model sent it (arguments are raw JSON text)."""
+
+    call_id: str
+    name: str
+    arguments: str
+
+
+@attrs.frozen
+class UserMessage:
+    """The prompt of one turn as the model saw it (inbox block included)."""
+
+    text: str
+    turn: int
+
+
+@attrs.frozen
+class AssistantMessage:
+    """One model answer, with the usage and cost of the model call that produced it."""
+
+    text: str
+    turn: int
+    tool_calls: tuple[ToolCallRecord, ...] = ()
+    model: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+@attrs.frozen
+class ToolResult:
+    """What a tool call returned to the model; ``outcome`` is ok, error, timeout, denied or rejected."""
+
+    call_id: str
+    name: str
+    content: str
+    turn: int
+    outcome: str = "ok"
+
+
+@attrs.frozen
+class InboxQueued:
+    """A message injected into a session's inbox, durable before ``inject`` returns."""
+
+    message_id: str
+    text: str
+    caller: Originator | None = None
+
+
+@attrs.frozen
+class InboxDelivered:
+    """Inbox messages that reached the model in a turn that finished."""
+
+    message_ids: tuple[str, ...]
+    turn: int
+
+
+@attrs.frozen
+class Control:
+    """A control request or note: pause, resume, stop or wake."""
+
+    action: str
+    caller: Originator | None = None
+    detail: str = ""
+
+
+@attrs.frozen
+class Schedule:
+    """The model asked to be woken at ``wake_at`` with ``next_prompt``."""
+
+    wake_at: datetime
+    turn: int
+    next_prompt: str = ""
+    detail: str = ""
+
+
+@attrs.frozen
+class Checkpoint:
+    """The run's state after a turn or at an exit: totals, the next prompt, and the wake time.
+
+    ``stop_reason`` is ``None`` while the run goes on; a run that ended writes the reason.
+    """
+
+    turns: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+    next_prompt: str
+    stop_reason: str | None = None
+    next_wake_at: datetime | None = None
+    done_detail: str = ""
+    final_text: str = ""
+    outcome: str | None = None
+    result: Any = None
+    model_calls: int = 0
+
+
+@attrs.frozen
+class PermissionDecision:
+    """The permission gate's answer to one tool call."""
+
+    tool: str
+    allowed: bool
+    reason: str
+    turn: int
+    caller: Originator | None = None
+    mode: str = ""
+
+
+@attrs.frozen
+class Note:
+    """Free-form audit text with optional structured data."""
+
+    text: str
+    data: dict[str, Any] = attrs.field(factory=dict)
+
+
+Payload: TypeAlias = (
+    UserMessage
+    | AssistantMessage
+    | ToolResult
+    | InboxQueued
+    | InboxDelivered
+    | Control
+    | Schedule
+    | Checkpoint
+    | PermissionDecision
+    | Note
+)
+
+PAYLOAD_TYPES: dict[EventKind, type[Any]] = {
+    EventKind.USER_MESSAGE: UserMessage,
+    EventKind.ASSISTANT_MESSAGE: AssistantMessage,
+    EventKind.TOOL_RESULT: ToolResult,
+    EventKind.INBOX_QUEUED: InboxQueued,
+    EventKind.INBOX_DELIVERED: InboxDelivered,
+    EventKind.CONTROL: Control,
+    EventKind.SCHEDULE: Schedule,
+    EventKind.CHECKPOINT: Checkpoint,
+    EventKind.PERMISSION: PermissionDecision,
+    EventKind.NOTE: Note,
+}
+KIND_OF: dict[type[Any], EventKind] = {cls: kind for kind, cls in PAYLOAD_TYPES.items()}
+
+
+def new_event_id() -> str:
+    """A random, unique event id (96 bits of randomness, hex)."""
+    return secrets.token_hex(12)
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware UTC."""
+    return datetime.now(UTC)
+
+
+@attrs.frozen
+class Event:
+    """One entry of the append-only log.
+
+    ``seq`` is assigned by the log on append (monotonic per log); an event not yet appended has
+    ``seq == 0``. Build events with :meth:`Event.create`.
+    """
+
+    key: SessionKey
+    kind: EventKind
+    payload: Payload
+    author: str = ""
+    at: datetime = attrs.field(factory=utcnow)
+    id: str = attrs.field(factory=new_event_id)
+    seq: int = 0
+    v: int = SCHEMA_VERSION
+
+    @classmethod
+    def create(
+        cls, key: SessionKey, payload: Payload, *, author: str = "", at: datetime | None = None
+    ) -> Event:
+        """A new, not yet appended event whose kind follows from ``payload``'s type."""
+        return cls(
+            key=key,
+            kind=KIND_OF[type(payload)],
+            payload=payload,
+            author=author,
+            at=at if at is not None else utcnow(),
+        )

@@ -1,0 +1,132 @@
+"""The EventLog protocol every store implements, and the values it trades in."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+from collections.abc import Callable, Collection, Sequence
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+import attrs
+
+from ._events import Event, EventKind, SessionKey
+
+#: A source of the current UTC time; stores take one so tests can drive lease expiry.
+Clock = Callable[[], datetime]
+
+
+@attrs.frozen
+class LeaseHolder:
+    """Who holds (or asks for) a session lease: host, process id, and a random token."""
+
+    host: str
+    pid: int
+    token: str
+
+    @classmethod
+    def this_process(cls) -> LeaseHolder:
+        """A fresh holder for the calling process (a new token on every call)."""
+        return cls(host=socket.gethostname(), pid=os.getpid(), token=secrets.token_hex(8))
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.pid}:{self.token}"
+
+
+@attrs.frozen
+class Lease:
+    """A held session lease; ``expires_at`` moves forward on every renewal."""
+
+    key: SessionKey
+    holder: LeaseHolder
+    expires_at: datetime
+
+
+@attrs.frozen
+class SessionSummary:
+    """One session as the latest checkpoint left it (what ``autonomous ls`` shows)."""
+
+    key: SessionKey
+    turns: int
+    cost_usd: float
+    stop_reason: str | None
+    next_wake_at: datetime | None
+    updated_at: datetime
+    checkpoint_seq: int
+    holder: str | None = None
+
+
+@runtime_checkable
+class EventLog(Protocol):
+    """An append-only event store with checkpoints, due-session lookup and session leases.
+
+    Implementations: :class:`eventlog.MemoryEventLog` and :class:`eventlog.SqliteEventLog`.
+    """
+
+    #: True when events outlive the process (a resumable store).
+    durable: bool
+
+    async def append(self, events: Sequence[Event]) -> list[Event]:
+        """Append ``events`` atomically, in order; returns them with their assigned ``seq``."""
+        ...
+
+    async def read(
+        self,
+        key: SessionKey,
+        *,
+        after_seq: int = 0,
+        kinds: Collection[EventKind] | None = None,
+        limit: int | None = None,
+    ) -> list[Event]:
+        """Events of one session with ``seq > after_seq``, oldest first, optionally filtered."""
+        ...
+
+    async def read_last(
+        self, key: SessionKey, kinds: Collection[EventKind], limit: int
+    ) -> list[Event]:
+        """The newest ``limit`` events of the given kinds of one session, oldest first."""
+        ...
+
+    async def latest_checkpoint(self, key: SessionKey) -> Event | None:
+        """The session's newest checkpoint event (an indexed read), or ``None``."""
+        ...
+
+    async def sessions(self) -> list[SessionSummary]:
+        """Every session that has written a checkpoint, newest first."""
+        ...
+
+    async def due_sessions(self, now: datetime) -> list[SessionSummary]:
+        """Sessions whose latest checkpoint is ``deferred`` with ``next_wake_at <= now``."""
+        ...
+
+    async def acquire_lease(self, key: SessionKey, holder: LeaseHolder, ttl: float) -> Lease:
+        """Take the session's lease for ``ttl`` seconds or raise :class:`SessionLocked`."""
+        ...
+
+    async def renew_lease(self, lease: Lease, ttl: float) -> Lease:
+        """Extend our lease or raise :class:`LeaseLost` when it is no longer ours."""
+        ...
+
+    async def release_lease(self, lease: Lease) -> None:
+        """Drop our lease row (never another holder's)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close the store; idempotent."""
+        ...
+
+
+@attrs.frozen
+class SessionRef:
+    """A session inside a log: what ``Agent(session=...)`` and ``resume_autonomous`` take."""
+
+    log: EventLog
+    app: str
+    user: str
+    session_id: str
+
+    @property
+    def key(self) -> SessionKey:
+        """The (app, user, session_id) key of this session."""
+        return SessionKey(self.app, self.user, self.session_id)
