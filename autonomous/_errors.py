@@ -1,0 +1,55 @@
+"""The autonomous error tree.
+
+    AutonomousError
+    ├── ConfigurationError   a misuse caught at once: blank goal, no build, bad option (ValueError)
+    │   └── GateWouldDeadlock    a gate that would prompt with nobody to answer
+    ├── RunFinished          pause / resume / inject after the run ended (RuntimeError)
+    ├── BuildError           the build function failed or returned something that is not an Agent
+    └── TurnError            a turn failed; the retry policy decides what follows
+        ├── ModelError           the model call failed (litellm's error is the __cause__)
+        ├── TurnTimeout          the turn outlived per_turn_timeout
+        ├── ModelCallLimit       the model kept calling tools past max_model_calls_per_turn
+        └── ToolTimeoutError     a tool marked fatal_timeout outlived its timeout
+"""
+
+from __future__ import annotations
+
+
+class AutonomousError(Exception):
+    """Root of every error the autonomous package raises."""
+
+
+class ConfigurationError(AutonomousError, ValueError):
+    """A misuse caught before the run starts: the message names the option and the fix."""
+
+
+class GateWouldDeadlock(ConfigurationError):
+    """The permission gate could prompt but has no prompter: the first tool call would hang."""
+
+
+class RunFinished(AutonomousError, RuntimeError):
+    """The run has ended; pause, resume and inject are no longer possible."""
+
+
+class BuildError(AutonomousError):
+    """The build function failed (the original error is the ``__cause__``) or returned no Agent."""
+
+
+class TurnError(AutonomousError):
+    """A turn failed; the retry policy decides between abort, retry and skip."""
+
+
+class ModelError(TurnError):
+    """The model call failed; the provider's error is the ``__cause__``."""
+
+
+class TurnTimeout(TurnError):
+    """The turn ran past ``per_turn_timeout``."""
+
+
+class ModelCallLimit(TurnError):
+    """The model kept asking for tools past ``max_model_calls_per_turn`` model calls in one turn."""
+
+
+class ToolTimeoutError(TurnError):
+    """A tool marked ``fatal_timeout`` ran past its timeout, so the turn failed."""
