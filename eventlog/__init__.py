@@ -36,6 +36,7 @@ from ._events import (
     ToolCallRecord,
     ToolResult,
     UserMessage,
+    new_event_id,
     utcnow,
 )
 from ._memory import MemoryEventLog
@@ -78,5 +79,6 @@ __all__ = [
     "encode_payload",
     "event_from_dict",
     "event_to_dict",
+    "new_event_id",
     "utcnow",
 ]

@@ -132,6 +132,9 @@ class Checkpoint:
     """The run's state after a turn or at an exit: totals, the next prompt, and the wake time.
 
     ``stop_reason`` is ``None`` while the run goes on; a run that ended writes the reason.
+    ``turn_failed`` marks the checkpoint of a failed attempt: the conversation events since the
+    previous checkpoint are not part of the history a resume loads. ``failed_attempts`` counts
+    consecutive failures of the current turn (the retry policy's ``attempt``).
     """
 
     turns: int
@@ -146,6 +149,8 @@ class Checkpoint:
     outcome: str | None = None
     result: Any = None
     model_calls: int = 0
+    turn_failed: bool = False
+    failed_attempts: int = 0
 
 
 @attrs.frozen

@@ -1,0 +1,92 @@
+"""The driver of a bounded autonomous agent: start/run/resume, the handle, Agent, tools, CLI.
+
+Map:
+    _driver.py        run_autonomous, start_autonomous, resume_autonomous (the entry points)
+    _run.py           the loop of one run: budgets, hooks, pause, inbox, checkpoints, exits
+    _turn.py          one turn: model calls and tool calls, budgets between model calls
+    _decide.py        the loop's decisions as pure functions (budgets, next step, wake clamp)
+    _handle.py        AutonomousHandle
+    _agent.py         Agent
+    _model.py         the Model protocol; _litellm.py the litellm implementation
+    _tools.py         Tool, function_tool, argument parsing, result formatting
+    _control.py       the done tool and the schedule tool
+    _conversation.py  the messages the model sees and the events that record them
+    _inbox.py         the inbox and the wake signal
+    _progress.py      typed progress events and their fan-out
+    _options.py       RunOptions (every keyword option, validated)
+    _result.py        StopReason, AutonomousStatus, RetryDecision, RunResult
+    _errors.py        the error tree (AutonomousError at the root)
+    testing.py        ScriptedModel and helpers for users' own tests
+"""
+
+from ._agent import Agent
+from ._driver import resume_autonomous, run_autonomous, start_autonomous
+from ._errors import (
+    AutonomousError,
+    BuildError,
+    ConfigurationError,
+    GateWouldDeadlock,
+    ModelCallLimit,
+    ModelError,
+    RunFinished,
+    ToolTimeoutError,
+    TurnError,
+    TurnTimeout,
+)
+from ._handle import AutonomousHandle
+from ._model import Message, Model, ModelResponse, ToolCall
+from ._options import RunOptions
+from ._progress import (
+    CheckpointWritten,
+    ModelCalled,
+    Paused,
+    ProgressEvent,
+    Resumed,
+    RunExited,
+    ToolCalled,
+    TurnFinished,
+    TurnStarted,
+    Woke,
+)
+from ._result import AutonomousStatus, RetryDecision, RunResult, StopReason
+from ._tools import Tool, ToolArgumentError, function_tool
+
+__all__ = [
+    "Agent",
+    "AutonomousError",
+    "AutonomousHandle",
+    "AutonomousStatus",
+    "BuildError",
+    "CheckpointWritten",
+    "ConfigurationError",
+    "GateWouldDeadlock",
+    "Message",
+    "Model",
+    "ModelCallLimit",
+    "ModelCalled",
+    "ModelError",
+    "ModelResponse",
+    "Paused",
+    "ProgressEvent",
+    "Resumed",
+    "RetryDecision",
+    "RunExited",
+    "RunFinished",
+    "RunOptions",
+    "RunResult",
+    "StopReason",
+    "Tool",
+    "ToolArgumentError",
+    "ToolCall",
+    "ToolCalled",
+    "ToolTimeoutError",
+    "TurnError",
+    "TurnFinished",
+    "TurnStarted",
+    "TurnTimeout",
+    "Woke",
+    "function_tool",
+    "resume_autonomous",
+    "run_autonomous",
+    "start_autonomous",
+]

@@ -1,0 +1,232 @@
+"""The run's own tools: the done tool and the schedule tool, and the signals they leave."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+import attrs
+
+from scheduler import Clock, ScheduleEvent
+
+from ._tools import Tool
+
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "array": (list,),
+    "object": (dict,),
+    "null": (type(None),),
+}
+
+
+@attrs.frozen
+class DoneSignal:
+    """The model called the done tool."""
+
+    detail: str = ""
+    outcome: str | None = None
+    result: Any = None
+
+
+def done_description(outcomes: tuple[str, ...]) -> str:
+    """The default done tool description: what calling it does, in the code's terms."""
+    text = (
+        "End the whole autonomous run: call this once the goal is fully achieved. After this "
+        "turn no further turn starts (even if you also scheduled one). Arguments: state must be "
+        '"done" (the only accepted value); detail is one sentence saying what was achieved.'
+    )
+    if outcomes:
+        text += (
+            f" outcome is required and must be one of: {', '.join(outcomes)}; result carries "
+            "the structured answer when one is asked for. A value outside the set is rejected."
+        )
+    return text + " The tool answers 'acknowledged' or 'rejected: <reason>'."
+
+
+def schedule_description(max_defer: float) -> str:
+    """The default schedule tool description, with the cadence ladder."""
+    cap = f" The furthest allowed wake is {int(max_defer)} seconds ahead." if max_defer else ""
+    return (
+        "Schedule the next turn for later instead of continuing now. The runtime finishes this "
+        "turn, waits until the wake time (sleeping in this process, or exiting so that an "
+        "orchestrator resumes the session then), and starts the next turn with next_prompt as "
+        "its prompt. Give exactly one of wake_at (an RFC 3339 time, e.g. 2030-01-01T12:00:00Z) "
+        "or wake_in_sec (a positive whole number of seconds)." + cap + " Cadence: about 30 s "
+        "for fast-changing state, 5-15 minutes for steady monitoring, 1 hour or more for slow "
+        "infrastructure. Write next_prompt so it stands alone (good: 'Re-check disk usage on "
+        "db-1 and alert if above 90%'; bad: 'continue'), and put any state you need later in "
+        "next_prompt or detail. An inbox message may wake you early. The tool answers "
+        "'acknowledged' or 'rejected: <reason>'."
+    )
+
+
+def _done_parameters(outcomes: tuple[str, ...], result_schema: dict[str, Any] | None) -> dict[str, Any]:
+    props: dict[str, Any] = {
+        "state": {"type": "string", "enum": ["done"], "description": 'Always "done".'},
+        "detail": {"type": "string", "description": "One sentence: what was achieved."},
+    }
+    required = ["state"]
+    if outcomes:
+        props["outcome"] = {"type": "string", "enum": list(outcomes), "description": "The exit."}
+        props["result"] = dict(result_schema) if result_schema else {"description": "The answer."}
+        required.append("outcome")
+    return {"type": "object", "properties": props, "required": required}
+
+
+_SCHEDULE_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "wake_at": {"type": "string", "description": "RFC 3339 wake time."},
+        "wake_in_sec": {"type": "integer", "minimum": 1, "description": "Seconds from now."},
+        "next_prompt": {"type": "string", "description": "The prompt of the next turn."},
+        "detail": {"type": "string", "description": "Why, and any state to keep."},
+    },
+}
+
+
+async def _never_called(**_: Any) -> str:  # pragma: no cover - the driver intercepts these tools
+    return "rejected: this tool is handled by the runtime"
+
+
+@attrs.define
+class ControlTools:
+    """Builds the run's own tools and interprets their calls into per-turn signals."""
+
+    done_name: str
+    schedule_name: str | None
+    outcomes: tuple[str, ...]
+    result_schema: dict[str, Any] | None
+    schedule_max_defer: float
+    clock: Clock
+    done_text: str | None = None
+    schedule_text: str | None = None
+    done: DoneSignal | None = None
+    schedule: ScheduleEvent | None = None
+
+    def tools(self) -> list[Tool]:
+        """The tools handed to ``build`` as ``extra_tools``."""
+        made = [
+            Tool(
+                name=self.done_name,
+                description=self.done_text or done_description(self.outcomes),
+                parameters=_done_parameters(self.outcomes, self.result_schema),
+                fn=_never_called,
+            )
+        ]
+        if self.schedule_name is not None:
+            made.append(
+                Tool(
+                    name=self.schedule_name,
+                    description=self.schedule_text or schedule_description(self.schedule_max_defer),
+                    parameters=_SCHEDULE_PARAMETERS,
+                    fn=_never_called,
+                )
+            )
+        return made
+
+    def reset(self) -> None:
+        """Forget the signals of the previous attempt."""
+        self.done = None
+        self.schedule = None
+
+    def handles(self, name: str) -> bool:
+        """True for the names of the run's own tools."""
+        return name == self.done_name or (name is not None and name == self.schedule_name)
+
+    def call(self, name: str, raw: str, turn: int) -> str:
+        """Run a control tool call; the answer is an acknowledgement or ``rejected: ...``."""
+        try:
+            args = json.loads(raw) if raw.strip() else {}
+        except ValueError:
+            return "rejected: arguments are not valid JSON"
+        if not isinstance(args, dict):
+            return "rejected: arguments must be a JSON object"
+        if name == self.done_name:
+            return self._done(args)
+        return self._schedule(args, turn)
+
+    def _done(self, args: dict[str, Any]) -> str:
+        unknown = sorted(set(args) - {"state", "detail", "outcome", "result"})
+        if unknown:
+            return f"rejected: unknown argument(s) {', '.join(unknown)}"
+        if args.get("state") != "done":
+            return 'rejected: state must be "done"; call this tool only when the goal is achieved'
+        detail = args.get("detail", "")
+        if not isinstance(detail, str):
+            return "rejected: detail must be a string"
+        outcome = args.get("outcome")
+        result = args.get("result")
+        if self.outcomes:
+            if outcome not in self.outcomes:
+                return f"rejected: outcome must be one of {', '.join(self.outcomes)}; got {outcome!r}"
+            problem = _check_type(result, self.result_schema)
+            if problem:
+                return f"rejected: result {problem}"
+        elif outcome is not None or result is not None:
+            return "rejected: this run declares no outcome set; pass only state and detail"
+        self.done = DoneSignal(detail=detail, outcome=outcome, result=result)
+        return (
+            "acknowledged: the run ends after this turn. Reply with a short final summary and "
+            "call no more tools."
+        )
+
+    def _schedule(self, args: dict[str, Any], turn: int) -> str:
+        unknown = sorted(set(args) - {"wake_at", "wake_in_sec", "next_prompt", "detail"})
+        if unknown:
+            return f"rejected: unknown argument(s) {', '.join(unknown)}"
+        has_at, has_in = args.get("wake_at") is not None, args.get("wake_in_sec") is not None
+        if has_at == has_in:
+            return "rejected: give exactly one of wake_at or wake_in_sec"
+        now = self.clock.now()
+        if has_in:
+            secs = args["wake_in_sec"]
+            if isinstance(secs, bool) or not isinstance(secs, int | float) or secs != int(secs):
+                return "rejected: wake_in_sec must be a whole number of seconds"
+            if secs <= 0:
+                return "rejected: wake_in_sec must be positive"
+            wake_at = now + timedelta(seconds=int(secs))
+        else:
+            wake = _parse_rfc3339(args["wake_at"])
+            if wake is None:
+                return "rejected: wake_at must be an RFC 3339 time with a timezone"
+            if wake <= now:
+                return f"rejected: wake_at {wake.isoformat()} is not in the future"
+            wake_at = wake
+        delay = (wake_at - now).total_seconds()
+        if self.schedule_max_defer and delay > self.schedule_max_defer:
+            return (
+                f"rejected: the wake is {int(delay)} s ahead, past the maximum of "
+                f"{int(self.schedule_max_defer)} s; choose an earlier time"
+            )
+        prompt, detail = args.get("next_prompt", ""), args.get("detail", "")
+        if not isinstance(prompt, str) or not isinstance(detail, str):
+            return "rejected: next_prompt and detail must be strings"
+        self.schedule = ScheduleEvent(wake_at=wake_at, next_prompt=prompt, detail=detail, turn=turn)
+        return f"acknowledged: next turn at {wake_at.isoformat()} (in {int(delay)} s); end this turn now"
+
+
+def _parse_rfc3339(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.strip().replace("z", "Z"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else None
+
+
+def _check_type(value: Any, schema: dict[str, Any] | None) -> str | None:
+    if not schema or "type" not in schema:
+        return None
+    types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+    for name in types:
+        expected = _JSON_TYPES.get(name)
+        if expected and isinstance(value, expected) and not (
+            isinstance(value, bool) and name in ("integer", "number")
+        ):
+            return None
+    return f"must be of JSON type {' or '.join(types)}"

@@ -1,0 +1,117 @@
+"""The conversation the model sees and the events that record it, written in few commits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eventlog import (
+    AssistantMessage,
+    Event,
+    EventKind,
+    EventLog,
+    Payload,
+    SessionKey,
+    ToolCallRecord,
+    ToolResult,
+    UserMessage,
+)
+
+from ._model import Message, ModelResponse
+
+
+class Conversation:
+    """The message list sent to the model, plus a buffer of events not yet in the log.
+
+    Events are buffered and flushed once per model call (the prompt, the previous call's tool
+    results and the new answer in one commit), so the log costs one commit per call and a
+    call's tokens are durable before its tools run. A failed attempt is cut from the messages
+    (its events stay in the log) so a retry starts from the same state.
+    """
+
+    def __init__(self, log: EventLog, key: SessionKey, system_prompt: str, author: str) -> None:
+        self.log = log
+        self.key = key
+        self.author = author
+        self.messages: list[Message] = (
+            [{"role": "system", "content": system_prompt}] if system_prompt else []
+        )
+        self._base = len(self.messages)
+        self._pending: list[Event] = []
+        self._turn_start = len(self.messages)
+
+    def load(self, history: list[Message]) -> None:
+        """Put a resumed session's history after the system message."""
+        self.messages[self._base :] = history
+        self._turn_start = len(self.messages)
+
+    def record(self, payload: Payload) -> None:
+        """Buffer an event for the next flush."""
+        self._pending.append(Event.create(self.key, payload, author=self.author))
+
+    async def flush(self) -> list[Event]:
+        """Append every buffered event in one batch."""
+        if not self._pending:
+            return []
+        batch, self._pending = self._pending, []
+        return await self.log.append(batch)
+
+    def discard_pending(self) -> None:
+        """Drop buffered events (a run that lost its lease writes nothing more)."""
+        self._pending = []
+
+    def begin_turn(self, prompt: str, turn: int) -> None:
+        """Start a turn: remember where it began and add its prompt."""
+        self._turn_start = len(self.messages)
+        self.messages.append({"role": "user", "content": prompt})
+        self.record(UserMessage(text=prompt, turn=turn))
+
+    def abandon_turn(self) -> None:
+        """Cut a failed attempt's messages so the model never sees half a turn."""
+        del self.messages[self._turn_start :]
+
+    def add_answer(self, response: ModelResponse, turn: int, cost_usd: float) -> None:
+        """Add the model's answer (and buffer its event with the call's usage)."""
+        message: dict[str, Any] = {"role": "assistant", "content": response.text or None}
+        if response.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for c in response.tool_calls
+            ]
+        self.messages.append(message)
+        u = response.usage
+        self.record(
+            AssistantMessage(
+                text=response.text,
+                turn=turn,
+                tool_calls=tuple(
+                    ToolCallRecord(c.id, c.name, c.arguments) for c in response.tool_calls
+                ),
+                model=response.model,
+                input_tokens=u.input_tokens,
+                output_tokens=u.output_tokens,
+                cached_input_tokens=u.cached_input_tokens,
+                cost_usd=cost_usd,
+            )
+        )
+
+    def add_tool_result(
+        self, call_id: str, name: str, content: str, outcome: str, turn: int
+    ) -> None:
+        """Add one tool result (buffered; it reaches the log with the next flush)."""
+        self.messages.append({"role": "tool", "tool_call_id": call_id, "content": content})
+        self.record(
+            ToolResult(call_id=call_id, name=name, content=content, turn=turn, outcome=outcome)
+        )
+
+
+#: The event kinds that make up the conversation (and checkpoints, which close turns).
+HISTORY_KINDS = (
+    EventKind.USER_MESSAGE,
+    EventKind.ASSISTANT_MESSAGE,
+    EventKind.TOOL_RESULT,
+    EventKind.CHECKPOINT,
+)

@@ -1,0 +1,137 @@
+"""The loop's decisions as pure functions over frozen values: budgets, next step, next prompt."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import attrs
+
+from scheduler import ScheduleEvent
+
+from ._control import DoneSignal
+from ._options import RunOptions
+from ._result import RetryDecision, StopReason
+
+
+@attrs.frozen
+class Totals:
+    """What a run has spent so far: turns, tokens, dollars and model calls."""
+
+    turns: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    model_calls: int = 0
+
+    def add_call(self, input_tokens: int, output_tokens: int, cost_usd: float) -> Totals:
+        """These totals plus one model call."""
+        return Totals(
+            self.turns,
+            self.input_tokens + input_tokens,
+            self.output_tokens + output_tokens,
+            self.cost_usd + cost_usd,
+            self.model_calls + 1,
+        )
+
+    def add_turn(self) -> Totals:
+        """These totals plus one executed turn."""
+        return attrs.evolve(self, turns=self.turns + 1)
+
+
+def _spend_exceeded(opts: RunOptions, totals: Totals) -> StopReason | None:
+    if opts.max_input_tokens and totals.input_tokens >= opts.max_input_tokens:
+        return StopReason.MAX_TOKENS_EXCEEDED
+    if opts.max_output_tokens and totals.output_tokens >= opts.max_output_tokens:
+        return StopReason.MAX_TOKENS_EXCEEDED
+    if opts.max_cost_usd and totals.cost_usd >= opts.max_cost_usd:
+        return StopReason.MAX_COST_EXCEEDED
+    return None
+
+
+def turn_budget(opts: RunOptions, totals: Totals, elapsed: float) -> StopReason | None:
+    """The budget that forbids the next turn, checked in order: wall-clock, turns, input
+    tokens, output tokens, cost. A zero cap is off."""
+    if opts.max_wallclock and elapsed >= opts.max_wallclock:
+        return StopReason.WALLCLOCK_EXCEEDED
+    if opts.max_turns and totals.turns >= opts.max_turns:
+        return StopReason.MAX_TURNS_EXCEEDED
+    return _spend_exceeded(opts, totals)
+
+
+def call_budget(opts: RunOptions, totals: Totals, elapsed: float) -> StopReason | None:
+    """The budget that forbids the next model call inside a turn (turns do not apply)."""
+    if opts.max_wallclock and elapsed >= opts.max_wallclock:
+        return StopReason.WALLCLOCK_EXCEEDED
+    return _spend_exceeded(opts, totals)
+
+
+@attrs.frozen
+class Finish:
+    """End the run with ``reason``."""
+
+    reason: StopReason
+
+
+@attrs.frozen
+class Retry:
+    """Run the same prompt again (the failed attempt's inbox messages go with it)."""
+
+
+@attrs.frozen
+class Continue:
+    """Start the next turn with ``prompt``."""
+
+    prompt: str
+
+
+@attrs.frozen
+class Wait:
+    """Hand the schedule to the scheduler, then start the next turn with ``prompt``."""
+
+    schedule: ScheduleEvent
+    prompt: str
+
+
+Step = Finish | Retry | Continue | Wait
+
+
+def after_turn(
+    *,
+    error: BaseException | None,
+    decision: RetryDecision | None,
+    done: DoneSignal | None,
+    schedule: ScheduleEvent | None,
+    continuation_prompt: str,
+) -> Step:
+    """What follows a turn. A done signal wins over an error and over a schedule; an error goes
+    by the retry policy's decision (none = abort); a schedule waits; else continue."""
+    if done is not None:
+        return Finish(StopReason.COMPLETED)
+    if error is not None:
+        if decision is RetryDecision.RETRY_TURN:
+            return Retry()
+        if decision is RetryDecision.SKIP_TURN:
+            return Continue(continuation_prompt)
+        return Finish(StopReason.RETRY_POLICY_ABORTED)
+    if schedule is not None:
+        return Wait(schedule, schedule.next_prompt or continuation_prompt)
+    return Continue(continuation_prompt)
+
+
+def clamp_wake(wake_at: datetime, now: datetime, max_defer: float) -> tuple[datetime, bool]:
+    """``wake_at`` held to at most ``max_defer`` seconds after ``now`` (0 = no cap); True when
+    clamped."""
+    if max_defer and (wake_at - now).total_seconds() > max_defer:
+        return now + timedelta(seconds=max_defer), True
+    return wake_at, False
+
+
+def status_for(reason: StopReason, stop_requested: bool) -> str:
+    """The handle status a finished run reports."""
+    if reason is StopReason.COMPLETED:
+        return "completed"
+    if reason is StopReason.DEFERRED:
+        return "deferred"
+    if reason is StopReason.CONTEXT_CANCELLED and stop_requested:
+        return "stopped"
+    return "failed"

@@ -1,0 +1,90 @@
+"""The entry points: run_autonomous, start_autonomous, resume_autonomous."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+import anyio
+
+from eventlog import SessionRef
+from permissions import GateWouldDeadlock as _GateDeadlock
+
+from ._errors import ConfigurationError, GateWouldDeadlock
+from ._handle import AutonomousHandle
+from ._options import RunOptions, make_options
+from ._result import RunResult
+from ._run import Run
+
+
+def _prepare(build: Any, goal: Any, options: dict[str, Any]) -> RunOptions:
+    if not callable(build):
+        raise ConfigurationError(f"build must be a callable returning an Agent, got {build!r}")
+    if not isinstance(goal, str) or not goal.strip():
+        raise ConfigurationError("goal must be a non-blank string")
+    opts = make_options(options)
+    if opts.permissions_gate is not None:
+        try:
+            opts.permissions_gate.startup_check()
+        except _GateDeadlock as exc:
+            raise GateWouldDeadlock(str(exc)) from exc
+    return opts
+
+
+async def run_autonomous(build: Callable[..., Any], goal: str, **options: Any) -> RunResult:
+    """Build an agent and run it turn after turn until it is done or a limit stops it.
+
+    ``build(extra_tools)`` (sync or async) must return an :class:`Agent` whose tools include
+    ``extra_tools`` (the done tool, and the schedule tool when a scheduler is set). Every stop
+    reason is returned as a :class:`RunResult`; a failing build raises :class:`BuildError`;
+    the caller's own cancellation propagates after the final checkpoint is written.
+    """
+    opts = _prepare(build, goal, options)
+    return await Run(build, goal, opts).execute()
+
+
+def start_autonomous(
+    build: Callable[..., Any], goal: str, **options: Any
+) -> AbstractAsyncContextManager[AutonomousHandle]:
+    """Start a run in the background; ``async with start_autonomous(...) as handle:``.
+
+    Leaving the block stops a run that is still going and waits for it to unwind (like Go's
+    ``defer h.Stop()``). The run's own failure is raised by ``ready()`` and ``wait()``, not by
+    leaving the block. Misuse (a blank goal, a bad option) raises here, at once.
+    """
+    opts = _prepare(build, goal, options)
+    return _started(Run(build, goal, opts))
+
+
+async def resume_autonomous(
+    build: Callable[..., Any], ref: SessionRef, **options: Any
+) -> RunResult:
+    """Continue a session from its latest checkpoint, budgets carried forward.
+
+    ``build(extra_tools, session_id)`` must return an Agent on that session. Takes the
+    session lease first (:class:`eventlog.SessionLocked` when another live holder has it).
+    """
+    if not isinstance(ref, SessionRef):
+        raise ConfigurationError(f"resume_autonomous needs a SessionRef, got {ref!r}")
+    opts = _prepare(build, "resume", options)
+    return await Run(build, "", opts, resume=ref).execute()
+
+
+@asynccontextmanager
+async def _started(run: Run) -> AsyncIterator[AutonomousHandle]:
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_supervise, run)
+        try:
+            yield AutonomousHandle(run)
+        finally:
+            if not run.done.is_set():
+                with anyio.CancelScope(shield=True):
+                    await run.request_stop()
+
+
+async def _supervise(run: Run) -> None:
+    try:
+        await run.execute()
+    except Exception:  # noqa: S110 - kept on the run; ready() and wait() raise it
+        pass

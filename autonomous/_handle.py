@@ -1,0 +1,86 @@
+"""AutonomousHandle: control and observe a started run from any task (or thread, via anyio)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from eventlog import Originator
+from permissions import Caller
+
+from ._errors import ConfigurationError
+from ._progress import ProgressEvent
+from ._result import AutonomousStatus, RunResult
+from ._run import Run
+
+
+class AutonomousHandle:
+    """The control surface of a run started with :func:`start_autonomous`.
+
+    Every method is safe from any task; from another thread use ``anyio.from_thread.run``
+    (``request_wake`` may be called from any thread directly). pause, resume and stop are
+    idempotent; pause, resume and inject after the run ended raise :class:`RunFinished`.
+    """
+
+    def __init__(self, run: Run) -> None:
+        self._run = run
+
+    async def ready(self) -> None:
+        """Return once the agent is built and the run is going; raise the build error if not."""
+        await self._run.ready.wait()
+        if self._run.failure is not None:
+            raise self._run.failure
+
+    async def inject(self, message: str) -> None:
+        """Queue ``message`` for the next turn's ``[Inbox]`` block and wake a sleeping run.
+
+        The message is in the event log before this returns, so a crash cannot lose it.
+        """
+        await self._run.inject(message, None)
+
+    async def inject_as(self, message: str, caller: Caller) -> None:
+        """:meth:`inject` with the message's originator, passed to the permission gate."""
+        if not isinstance(caller, Caller):
+            raise ConfigurationError(f"inject_as needs a permissions.Caller, got {caller!r}")
+        origin = Originator(identity=caller.identity, labels=dict(caller.labels), admin=caller.admin)
+        await self._run.inject(message, origin)
+
+    async def pause(self) -> None:
+        """Park the loop at the next turn boundary; returns once it has parked (or ended)."""
+        await self._run.request_pause()
+
+    async def resume(self) -> None:
+        """Let a paused run go on (a no-op when it is not paused)."""
+        await self._run.request_resume()
+
+    def request_wake(self) -> None:
+        """End a scheduled sleep now (no message); a no-op before start and after the end."""
+        self._run.request_wake()
+
+    @property
+    def status(self) -> AutonomousStatus:
+        """The run's lifecycle state now."""
+        return self._run.status
+
+    @property
+    def session_id(self) -> str | None:
+        """The run's session id once the agent is built."""
+        return self._run.key.session_id if self._run.key is not None else None
+
+    async def stop(self) -> None:
+        """Cancel the run (an in-flight model call too); returns once the loop has unwound."""
+        await self._run.request_stop()
+
+    async def wait(self) -> RunResult:
+        """Wait for the end and return the result; raises the run's own failure (a build error)."""
+        await self._run.done.wait()
+        if self._run.failure is not None:
+            raise self._run.failure
+        assert self._run.result is not None
+        return self._run.result
+
+    def events(self) -> AsyncIterator[ProgressEvent]:
+        """A stream of progress events from now until the run ends; several readers may listen."""
+        return self._run.hub.subscribe()
+
+    def __repr__(self) -> str:
+        return f"<AutonomousHandle status={self.status.value} session={self.session_id}>"

@@ -1,0 +1,99 @@
+"""The run's inbox and wake signal: messages waiting for the next turn, and what wakes a sleep."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import anyio
+import attrs
+
+from eventlog import Originator
+
+
+@attrs.frozen
+class InboxMessage:
+    """One injected message, durable in the log before it is queued here."""
+
+    message_id: str
+    text: str
+    caller: Originator | None = None
+
+
+class Inbox:
+    """Messages in arrival order; a turn takes a snapshot and removes it only when it succeeds."""
+
+    def __init__(self) -> None:
+        self._pending: list[InboxMessage] = []
+        self._known: set[str] = set()
+
+    def add(self, message: InboxMessage) -> bool:
+        """Queue ``message`` unless a message with its id is already queued or was delivered."""
+        if message.message_id in self._known:
+            return False
+        self._known.add(message.message_id)
+        self._pending.append(message)
+        return True
+
+    def forget(self, message_id: str) -> None:
+        """Remember ``message_id`` as already delivered (for a resumed run)."""
+        self._known.add(message_id)
+
+    def snapshot(self) -> tuple[InboxMessage, ...]:
+        """The messages waiting now, oldest first (they stay queued)."""
+        return tuple(self._pending)
+
+    def delivered(self, messages: tuple[InboxMessage, ...]) -> None:
+        """Drop ``messages``: they reached the model in a turn that finished."""
+        gone = {m.message_id for m in messages}
+        self._pending = [m for m in self._pending if m.message_id not in gone]
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+
+def inbox_block(messages: tuple[InboxMessage, ...], prompt: str) -> str:
+    """The turn prompt with an ``[Inbox]`` block of ``messages`` before it."""
+    if not messages:
+        return prompt
+    lines = ["[Inbox]"]
+    for m in messages:
+        who = f"(from {m.caller.identity}) " if m.caller is not None and m.caller.identity else ""
+        lines.append(f"- {who}{m.text}")
+    return "\n".join(lines) + "\n\n" + prompt
+
+
+class Wake:
+    """The wake signal: set by inject or ``request_wake`` (from any thread), awaited by sleeps."""
+
+    def __init__(self, inbox: Inbox) -> None:
+        self._inbox = inbox
+        self._event = anyio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread = threading.get_ident()
+        try:
+            self._loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._loop = None
+
+    def request(self) -> None:
+        """Ask for a wake; safe from the loop's thread and from any other thread."""
+        if self._loop is not None and threading.get_ident() != self._thread:
+            self._loop.call_soon_threadsafe(self._event.set)
+        else:
+            self._event.set()
+
+    def undelivered(self) -> int:
+        """How many inbox messages wait for the model."""
+        return len(self._inbox)
+
+    def consume(self) -> bool:
+        """Clear a pending wake; True when one was pending."""
+        was_set = self._event.is_set()
+        if was_set:
+            self._event = anyio.Event()
+        return was_set
+
+    async def wait(self) -> None:
+        """Return once a wake is requested."""
+        await self._event.wait()

@@ -1,0 +1,158 @@
+"""The run options shared by run_autonomous, start_autonomous and resume_autonomous."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import timedelta
+from typing import Any
+
+import attrs
+
+from permissions import Gate
+from scheduler import Clock, Scheduler, SystemClock
+from usage import Pricing, Tracker
+
+from ._errors import ConfigurationError
+from ._result import RetryDecision
+
+#: ``async (turn_no) -> None``; raising aborts the run with ``retry_policy_aborted``.
+BeforeTurn = Callable[[int], Awaitable[None]]
+#: ``(turn, event) -> None``, sync or async; a failing callback never breaks the loop.
+ProgressCallback = Callable[[int, Any], Any]
+#: ``(error, attempt) -> RetryDecision``; ``attempt`` counts consecutive failures of one turn.
+RetryPolicy = Callable[[BaseException, int], RetryDecision]
+
+Seconds = float | int | timedelta
+
+
+def _seconds(name: str) -> Callable[[Any], float]:
+    def convert(value: Any) -> float:
+        if isinstance(value, timedelta):
+            value = value.total_seconds()
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigurationError(f"{name} must be seconds (a number or a timedelta), not {value!r}")
+        if not math.isfinite(value) or value < 0:
+            raise ConfigurationError(f"{name} must be >= 0 seconds (0 = no limit), got {value!r}")
+        return float(value)
+
+    return convert
+
+
+def _count(name: str, minimum: int = 0) -> Callable[[Any], int]:
+    def convert(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ConfigurationError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        return value
+
+    return convert
+
+
+def _money(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigurationError(f"max_cost_usd must be a number, got {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise ConfigurationError(f"max_cost_usd must be >= 0 (0 = no cap), got {value!r}")
+    return float(value)
+
+
+def _tool_name(name: str) -> Callable[[Any], str]:
+    def convert(value: Any) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise ConfigurationError(f"{name} must be a non-blank tool name, got {value!r}")
+        return value
+
+    return convert
+
+
+def _optional_callable(name: str) -> Callable[[Any], Any]:
+    def convert(value: Any) -> Any:
+        if value is not None and not callable(value):
+            raise ConfigurationError(f"{name} must be callable or None, got {value!r}")
+        return value
+
+    return convert
+
+
+@attrs.frozen(kw_only=True)
+class RunOptions:
+    """Every option of a run, validated; built from the entry points' keyword arguments."""
+
+    max_turns: int = attrs.field(default=50, converter=_count("max_turns"))
+    max_input_tokens: int = attrs.field(default=0, converter=_count("max_input_tokens"))
+    max_output_tokens: int = attrs.field(default=0, converter=_count("max_output_tokens"))
+    max_cost_usd: float = attrs.field(default=0.0, converter=_money)
+    max_wallclock: float = attrs.field(default=0.0, converter=_seconds("max_wallclock"))
+    per_turn_timeout: float = attrs.field(default=0.0, converter=_seconds("per_turn_timeout"))
+    continuation_prompt: str = "continue"
+    done_tool_name: str = attrs.field(default="report_done", converter=_tool_name("done_tool_name"))
+    done_tool_description: str | None = None
+    before_turn: BeforeTurn | None = attrs.field(
+        default=None, converter=_optional_callable("before_turn")
+    )
+    progress: ProgressCallback | None = attrs.field(
+        default=None, converter=_optional_callable("progress")
+    )
+    retry_policy: RetryPolicy | None = attrs.field(
+        default=None, converter=_optional_callable("retry_policy")
+    )
+    scheduler: Scheduler | None = None
+    schedule_tool_name: str = attrs.field(
+        default="schedule_next_turn", converter=_tool_name("schedule_tool_name")
+    )
+    schedule_tool_description: str | None = None
+    schedule_tool_max_defer: float = attrs.field(
+        default=0.0, converter=_seconds("schedule_tool_max_defer")
+    )
+    max_defer: float = attrs.field(default=0.0, converter=_seconds("max_defer"))
+    permissions_gate: Gate | None = None
+    pricing: Pricing | None = None
+    tracker: Tracker | None = None
+    max_model_calls_per_turn: int = attrs.field(
+        default=25, converter=_count("max_model_calls_per_turn", 1)
+    )
+    tool_timeout: float = attrs.field(default=300.0, converter=_seconds("tool_timeout"))
+    max_tool_result_chars: int = attrs.field(
+        default=8000, converter=_count("max_tool_result_chars", 1)
+    )
+    outcomes: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    result_schema: dict[str, Any] | None = None
+    history_turns: int = attrs.field(default=0, converter=_count("history_turns"))
+    clock: Clock = attrs.field(factory=SystemClock)
+    lease_ttl: float = attrs.field(default=30.0, converter=_seconds("lease_ttl"))
+
+    def __attrs_post_init__(self) -> None:
+        if self.done_tool_name == self.schedule_tool_name:
+            raise ConfigurationError(
+                f"done_tool_name and schedule_tool_name are both {self.done_tool_name!r}"
+            )
+        if self.scheduler is not None and not hasattr(self.scheduler, "wait"):
+            raise ConfigurationError(
+                f"scheduler must have an async wait(event, waker) method, got {self.scheduler!r}"
+            )
+        for outcome in self.outcomes:
+            if not isinstance(outcome, str) or not outcome.strip():
+                raise ConfigurationError(f"outcomes must be non-blank strings, got {outcome!r}")
+        if len(set(self.outcomes)) != len(self.outcomes):
+            raise ConfigurationError(f"outcomes has duplicates: {self.outcomes!r}")
+        if self.lease_ttl <= 0:
+            raise ConfigurationError("lease_ttl must be > 0 seconds")
+
+
+def make_options(kwargs: dict[str, Any]) -> RunOptions:
+    """RunOptions from keyword arguments; an unknown keyword is a clear ConfigurationError."""
+    known = {a.name for a in attrs.fields(RunOptions)}
+    unknown = sorted(set(kwargs) - known)
+    if unknown:
+        raise ConfigurationError(
+            f"unknown option(s) {', '.join(unknown)}; the options are: {', '.join(sorted(known))}"
+        )
+    try:
+        return RunOptions(**kwargs)
+    except TypeError as exc:  # attrs raises TypeError for wrong shapes
+        raise ConfigurationError(str(exc)) from exc
+
+
+def option_names() -> Sequence[str]:
+    """The names of every run option."""
+    return [a.name for a in attrs.fields(RunOptions)]

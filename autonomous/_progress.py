@@ -1,0 +1,174 @@
+"""Typed, content-free progress events and their fan-out to a callback and to stream readers."""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import attrs
+import structlog
+from anyio.streams.memory import MemoryObjectSendStream
+
+_log = structlog.get_logger("autonomous.progress")
+
+
+@attrs.frozen
+class TurnStarted:
+    """A turn began (after budgets, hooks and pause)."""
+
+    turn: int
+    attempt: int = 1
+
+
+@attrs.frozen
+class TurnFinished:
+    """A turn ended; ``error`` is the error's type name, never its text."""
+
+    turn: int
+    model_calls: int
+    error: str | None = None
+
+
+@attrs.frozen
+class ModelCalled:
+    """One model call finished, with its usage and cost."""
+
+    turn: int
+    model: str
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+    tool_calls: int
+
+
+@attrs.frozen
+class ToolCalled:
+    """One tool call finished; ``outcome`` is ok, error, timeout, denied or rejected."""
+
+    turn: int
+    tool: str
+    outcome: str
+
+
+@attrs.frozen
+class CheckpointWritten:
+    """A checkpoint reached the event log."""
+
+    turn: int
+    stop_reason: str | None
+
+
+@attrs.frozen
+class Paused:
+    """The loop parked at a turn boundary."""
+
+    turn: int
+
+
+@attrs.frozen
+class Resumed:
+    """The loop left a pause."""
+
+    turn: int
+
+
+@attrs.frozen
+class Woke:
+    """A scheduled wait ended (time reached, an inject, or a wake request)."""
+
+    turn: int
+
+
+@attrs.frozen
+class RunExited:
+    """The run ended with ``reason``."""
+
+    turn: int
+    reason: str
+
+
+ProgressEvent = (
+    TurnStarted
+    | TurnFinished
+    | ModelCalled
+    | ToolCalled
+    | CheckpointWritten
+    | Paused
+    | Resumed
+    | Woke
+    | RunExited
+)
+
+
+class ProgressHub:
+    """Delivers progress events to the ``progress`` callback and to every stream reader.
+
+    A reader that falls behind loses events (its buffer is bounded) rather than slowing the
+    loop; a reader that went away is dropped; a failing callback is logged and ignored.
+    """
+
+    def __init__(self, callback: Any | None, *, buffer: int = 256) -> None:
+        self._callback = callback
+        self._is_async = callback is not None and inspect.iscoroutinefunction(callback)
+        self._readers: list[MemoryObjectSendStream[ProgressEvent]] = []
+        self._buffer = buffer
+        self._closed = False
+
+    @property
+    def active(self) -> bool:
+        """True when someone listens; callers skip building events otherwise."""
+        return self._callback is not None or bool(self._readers)
+
+    async def emit(self, turn: int, event: ProgressEvent) -> None:
+        """Hand ``event`` to every consumer without letting any of them break the loop."""
+        if self._callback is not None:
+            try:
+                outcome = self._callback(turn, event)
+                if self._is_async or inspect.isawaitable(outcome):
+                    await outcome
+            except anyio.get_cancelled_exc_class():
+                raise
+            except Exception as exc:
+                _log.warning("progress_callback_failed", error=type(exc).__name__)
+        if self._readers:
+            self._send(event)
+
+    def _send(self, event: ProgressEvent) -> None:
+        alive = []
+        for stream in self._readers:
+            try:
+                stream.send_nowait(event)
+            except anyio.WouldBlock:
+                alive.append(stream)  # slow reader: it misses this event, stays subscribed
+                continue
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                continue
+            alive.append(stream)
+        self._readers = alive
+
+    def subscribe(self) -> AsyncIterator[ProgressEvent]:
+        """A new stream of the events emitted from now on; it ends when the run ends."""
+        send, receive = anyio.create_memory_object_stream[ProgressEvent](
+            self._buffer if self._buffer > 0 else math.inf
+        )
+        if self._closed:
+            send.close()
+        else:
+            self._readers.append(send)
+        return _iterate(receive)
+
+    def close(self) -> None:
+        """End every reader's stream (the run is over)."""
+        self._closed = True
+        for stream in self._readers:
+            stream.close()
+        self._readers = []
+
+
+async def _iterate(receive: Any) -> AsyncIterator[ProgressEvent]:
+    async with receive:
+        async for event in receive:
+            yield event

@@ -1,0 +1,467 @@
+"""Tools the model can call: the Tool value, function_tool, argument checks and result text."""
+
+from __future__ import annotations
+
+import enum
+import functools
+import inspect
+import json
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any, overload
+
+import anyio.to_thread
+import attrs
+import cattrs
+
+from autonomous._errors import ConfigurationError
+from autonomous._schema import (
+    description_from_doc,
+    json_schema_for,
+    needs_structuring,
+    parameter_hints,
+)
+
+_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+
+#: The JSON type name of each Python type ``json.loads`` produces.
+_JSON_TYPES: dict[type, str] = {
+    str: "string",
+    int: "integer",
+    float: "number",
+    bool: "boolean",
+    list: "array",
+    dict: "object",
+    type(None): "null",
+}
+
+#: Converts JSON arguments into Enum members, attrs instances, tuples and sets for function tools.
+_CONVERTER = cattrs.Converter(use_alias=True, forbid_extra_keys=True)
+
+
+class ToolArgumentError(ValueError):
+    """The model's arguments for a tool are unusable; the message tells the model what to fix.
+
+    Reported back to the model as the tool's result (see :func:`format_error`); it is not a turn
+    error and does not end the turn.
+    """
+
+
+@attrs.frozen
+class _Check:
+    """The JSON checks of one argument: the alternatives it may match, and the coercions."""
+
+    #: Each alternative: the JSON types it accepts and the (type, value) pairs allowed (None: any).
+    alternatives: tuple[tuple[frozenset[str] | None, frozenset[Any] | tuple[Any, ...] | None], ...]
+    #: The declared JSON types and the enum values, in schema order, for error messages.
+    expected: tuple[str, ...]
+    allowed: tuple[Any, ...]
+    int_to_float: bool
+    float_to_int: bool
+
+    def apply(self, name: str, value: Any) -> Any:
+        """Return the value (an int made float for a number, or an integral float made int).
+
+        Raises ToolArgumentError when no alternative accepts it.
+        """
+        kind = _JSON_TYPES[type(value)]
+        if kind == "integer":
+            if self.int_to_float:
+                value, kind = float(value), "number"
+        elif kind == "number" and self.float_to_int and value.is_integer():
+            value, kind = int(value), "integer"
+        for types, members in self.alternatives:
+            if (types is None or kind in types) and (
+                members is None or _is_member(kind, value, members)
+            ):
+                return value
+        raise ToolArgumentError(self._message(name, value, kind))
+
+    def _message(self, name: str, value: Any, kind: str) -> str:
+        """Say what the argument must be: one of the enum values, or of the declared types."""
+        got = _show(value)
+        if self.allowed and any(
+            members is not None and (types is None or kind in types)
+            for types, members in self.alternatives
+        ):
+            listed = ", ".join(map(_show, self.allowed))
+            return f"argument {name!r} must be one of {listed}; got {got}"
+        got = kind if value is None else f"{kind} {got}"
+        return f"argument {name!r} must be {' or '.join(self.expected)}; got {got}"
+
+
+@attrs.frozen
+class _Arguments:
+    """What ``parse_arguments`` checks, precomputed from a tool's parameters schema."""
+
+    required: tuple[str, ...]
+    known: frozenset[str]
+    closed: bool
+    checks: dict[str, _Check]
+
+
+def _check_name(_tool: Tool, _attribute: Any, value: Any) -> None:
+    """The name must match ``^[a-zA-Z0-9_-]{1,64}$``, as the OpenAI API requires."""
+    if not isinstance(value, str) or _NAME.fullmatch(value) is None:
+        raise ConfigurationError(
+            f"tool name {value!r} is invalid: use 1 to 64 letters, digits, '_' or '-' "
+            "(function_tool takes name=...)"
+        )
+
+
+def _check_description(tool: Tool, _attribute: Any, value: Any) -> None:
+    """The model must be told what the tool does."""
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigurationError(
+            f"tool {tool.name!r} has no description: the model must know what it does; "
+            "give the function a docstring or pass description=..."
+        )
+
+
+def _check_parameters(tool: Tool, _attribute: Any, value: Any) -> None:
+    """The parameters must be an object schema."""
+    if not isinstance(value, dict) or value.get("type") != "object":
+        raise ConfigurationError(
+            f"tool {tool.name!r}: parameters must be a JSON Schema dict with type 'object'"
+        )
+
+
+def _check_fn(tool: Tool, _attribute: Any, value: Any) -> None:
+    """Refuse a plain sync function, which ``invoke`` could not await."""
+    target = value.func if isinstance(value, functools.partial) else value
+    if not callable(value) or (inspect.isroutine(target) and not _is_async(value)):
+        raise ConfigurationError(
+            f"tool {tool.name!r}: fn must be an async callable; wrap a sync function with "
+            "function_tool"
+        )
+
+
+def _check_timeout(tool: Tool, _attribute: Any, value: float | None) -> None:
+    """A timeout is positive seconds, or None for the run's ``tool_timeout``."""
+    if value is not None and not value > 0:
+        raise ConfigurationError(
+            f"tool {tool.name!r}: timeout must be positive seconds or None, got {value!r}"
+        )
+
+
+@attrs.frozen(eq=False)
+class Tool:
+    """A tool the model can call: its name, description, JSON schema and async function.
+
+    Tools compare by identity. ``timeout`` bounds one call (None: the run's ``tool_timeout``);
+    the driver applies it. A timeout is reported to the model as an error result, unless
+    ``fatal_timeout`` is set: then it ends the turn as a ``ToolTimeoutError``. ``read_only``
+    marks a tool that changes nothing (the permission gate may allow it without asking).
+    """
+
+    name: str = attrs.field(validator=_check_name)
+    description: str = attrs.field(validator=_check_description)
+    parameters: dict[str, Any] = attrs.field(validator=_check_parameters, repr=False)
+    fn: Callable[..., Awaitable[Any]] = attrs.field(validator=_check_fn, repr=False)
+    read_only: bool = False
+    timeout: float | None = attrs.field(default=None, validator=_check_timeout)
+    fatal_timeout: bool = False
+    _spec: dict[str, Any] = attrs.field(init=False, repr=False)
+    _arguments: _Arguments = attrs.field(init=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        spec = {"name": self.name, "description": self.description, "parameters": self.parameters}
+        object.__setattr__(self, "_spec", {"type": "function", "function": spec})
+        object.__setattr__(self, "_arguments", _arguments_of(self.parameters))
+
+    def spec(self) -> dict[str, Any]:
+        """Return the OpenAI ``tools`` entry, built once; callers must not mutate it."""
+        return self._spec
+
+    async def invoke(self, arguments: dict[str, Any]) -> Any:
+        """Call the tool with keyword ``arguments`` (as checked by :func:`parse_arguments`)."""
+        return await self.fn(**arguments)
+
+
+@overload
+def function_tool(
+    fn: Callable[..., Any],
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    read_only: bool = False,
+    timeout: float | None = None,
+    fatal_timeout: bool = False,
+    sync_in_thread: bool = True,
+) -> Tool: ...
+
+
+@overload
+def function_tool(
+    fn: None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    read_only: bool = False,
+    timeout: float | None = None,
+    fatal_timeout: bool = False,
+    sync_in_thread: bool = True,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def function_tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    read_only: bool = False,
+    timeout: float | None = None,
+    fatal_timeout: bool = False,
+    sync_in_thread: bool = True,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a Tool from a function; also usable as ``@function_tool`` or ``@function_tool(...)``.
+
+    ``fn`` may be sync or async, a bound method, a ``functools.partial`` (its bound keywords are
+    hidden from the model) or a callable object. The schema comes from the type hints, the name
+    from ``fn.__name__`` and the description from the docstring's text before ``Args:``. A sync
+    function runs in a worker thread so that it cannot block the event loop; pass
+    ``sync_in_thread=False`` for cheap ones. A thread cannot be killed: on a timeout or
+    cancellation the call is abandoned and the thread finishes in the background.
+
+    Arguments are converted to the annotated types where JSON differs (Enum members, attrs
+    instances, tuples, sets); a value that does not convert raises ``ToolArgumentError``.
+    """
+
+    def build(target: Callable[..., Any]) -> Tool:
+        return Tool(
+            name=name if name is not None else _default_name(target),
+            description=description if description is not None else description_from_doc(target),
+            parameters=json_schema_for(target),
+            fn=_caller(target, in_thread=sync_in_thread),
+            read_only=read_only,
+            timeout=timeout,
+            fatal_timeout=fatal_timeout,
+        )
+
+    return build if fn is None else build(fn)
+
+
+def parse_arguments(tool: Tool, raw: str) -> dict[str, Any]:
+    """Parse the model's raw JSON argument text and check it against the tool's parameters.
+
+    Empty text means no arguments. Checks: a JSON object, every required argument present, no
+    unknown one (when the schema is closed), and each value of the right JSON type (or enum
+    member); nested values are not checked. An int given for a number becomes a float, an
+    integral float given for an integer becomes an int. Defaults are left to the function.
+
+    Raises:
+        ToolArgumentError: with a message the model can act on.
+    """
+    spec = tool._arguments
+    if raw and not raw.isspace():
+        try:
+            args = json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            raise ToolArgumentError(
+                f"arguments are not valid JSON ({exc}); send one JSON object"
+            ) from None
+    else:
+        args = {}
+    if type(args) is not dict:
+        kind = _JSON_TYPES.get(type(args), type(args).__name__)
+        raise ToolArgumentError(f"arguments must be a JSON object, got {kind}")
+    missing = [name for name in spec.required if name not in args]
+    if missing:
+        names = ", ".join(map(repr, missing))
+        raise ToolArgumentError(
+            f"missing required argument{'s' if len(missing) > 1 else ''} {names}"
+        )
+    if spec.closed and not spec.known.issuperset(args):
+        raise ToolArgumentError(_unknown_message(args, spec.known))
+    checks = spec.checks
+    for name, value in args.items():
+        check = checks.get(name)
+        if check is not None:
+            args[name] = check.apply(name, value)
+    return args
+
+
+def format_result(value: Any, max_chars: int) -> str:
+    """Render a tool's return value as the text the model reads.
+
+    A str is kept as is; None or an empty result gives ``"(no output)"``; bytes are decoded as
+    UTF-8; dicts, lists, tuples, numbers, booleans and attrs instances become compact JSON
+    (other objects inside by ``str``); anything else is ``str(value)``. Text longer than
+    ``max_chars`` (when positive) is cut to ``max_chars`` characters and then gets the marker
+    ``"\\n…[truncated: N more characters]"``, so the result is longer than ``max_chars`` by
+    the marker's length.
+    """
+    if isinstance(value, str):
+        text = value
+    elif value is None:
+        text = ""
+    elif isinstance(value, bytes | bytearray):
+        text = value.decode("utf-8", errors="replace")
+    elif isinstance(value, dict | list | tuple | int | float | enum.Enum) or attrs.has(type(value)):
+        try:
+            text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_to_json)
+        except (TypeError, ValueError):
+            text = str(value)
+    else:
+        text = str(value)
+    if not text:
+        return "(no output)"
+    if 0 < max_chars < len(text):
+        return f"{text[:max_chars]}\n…[truncated: {len(text) - max_chars} more characters]"
+    return text
+
+
+def format_error(exc: BaseException, max_chars: int = 2000) -> str:
+    """Render a tool's exception for the model: ``"error: <Type>: <message>"``, no traceback.
+
+    An empty message gives ``"error: <Type>"``; a message past ``max_chars`` is truncated as in
+    :func:`format_result`.
+    """
+    message = str(exc)
+    text = f"error: {type(exc).__name__}: {message}" if message else f"error: {type(exc).__name__}"
+    return format_result(text, max_chars)
+
+
+def _arguments_of(parameters: dict[str, Any]) -> _Arguments:
+    """Precompute the required and known names and each property's check."""
+    properties: dict[str, Any] = parameters.get("properties") or {}
+    checks = {name: check for name, schema in properties.items() if (check := _check_of(schema))}
+    return _Arguments(
+        required=tuple(parameters.get("required") or ()),
+        known=frozenset(properties),
+        closed=parameters.get("additionalProperties", True) is False,
+        checks=checks,
+    )
+
+
+def _check_of(schema: Any) -> _Check | None:
+    """The check of one property schema, or None when it accepts any JSON value."""
+    if not isinstance(schema, dict):
+        return None
+    members = schema.get("anyOf") or schema.get("oneOf") or [schema]
+    alternatives = []
+    expected: list[str] = []
+    allowed: list[Any] = []
+    for member in members:
+        if not isinstance(member, dict):
+            return None
+        kind = member.get("type")
+        names = [kind] if isinstance(kind, str) else list(kind or ())
+        values = member.get("enum") if "enum" in member else None
+        if "const" in member:
+            values = [member["const"]]
+        if not names and values is None:
+            return None
+        expected.extend(name for name in names if name not in expected)
+        allowed.extend(values or ())
+        accepted = set(names) | ({"integer"} if "number" in names else set())
+        alternatives.append((frozenset(accepted) if names else None, _members(values)))
+    return _Check(
+        alternatives=tuple(alternatives),
+        expected=tuple(expected),
+        allowed=tuple(allowed),
+        int_to_float="number" in expected and "integer" not in expected,
+        float_to_int="integer" in expected and "number" not in expected,
+    )
+
+
+def _members(values: list[Any] | None) -> frozenset[Any] | tuple[Any, ...] | None:
+    """Enum values as (JSON type, value) pairs, so that ``1`` never matches ``true``."""
+    if values is None:
+        return None
+    pairs = tuple((_JSON_TYPES.get(type(value), "other"), value) for value in values)
+    try:
+        return frozenset(pairs)
+    except TypeError:  # an unhashable enum value (a list or an object): compare by equality
+        return pairs
+
+
+def _is_member(kind: str, value: Any, members: frozenset[Any] | tuple[Any, ...]) -> bool:
+    """Whether (kind, value) is one of the enum members."""
+    try:
+        return (kind, value) in members
+    except TypeError:  # an array or object looked up among hashable members
+        return False
+
+
+def _unknown_message(args: dict[str, Any], known: frozenset[str]) -> str:
+    """Name the unknown arguments and the ones the tool takes."""
+    unknown = ", ".join(repr(name) for name in args if name not in known)
+    takes = ", ".join(map(repr, sorted(known))) if known else "no arguments"
+    return f"unknown argument {unknown}; this tool takes {takes}"
+
+
+def _show(value: Any) -> str:
+    """A value as the model wrote it (JSON), cut short."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
+def _to_json(value: Any) -> Any:
+    """``json.dumps`` fallback: attrs instances as dicts, Enums by value, sets as lists, or str."""
+    if attrs.has(type(value)):
+        return attrs.asdict(value)
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, set | frozenset):
+        return list(value)
+    return str(value)
+
+
+def _default_name(fn: Any) -> str:
+    """``__name__`` of the function under any partials, or the class name of a callable object."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    name = getattr(fn, "__name__", None)
+    return name if isinstance(name, str) else type(fn).__name__
+
+
+def _is_async(fn: Any) -> bool:
+    """True for a coroutine function, a partial of one, or an object with an async ``__call__``."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    if inspect.iscoroutinefunction(fn):
+        return True
+    if inspect.isroutine(fn) or not callable(fn):
+        return False
+    return inspect.iscoroutinefunction(type(fn).__call__)
+
+
+def _caller(fn: Callable[..., Any], *, in_thread: bool) -> Callable[..., Awaitable[Any]]:
+    """Wrap ``fn`` as an async function of keyword arguments, converting typed arguments."""
+    is_async = _is_async(fn)
+    structured = {
+        name: hint for name, hint in parameter_hints(fn).items() if needs_structuring(hint)
+    }
+    if is_async and not structured:
+        return fn
+
+    async def call(**kwargs: Any) -> Any:
+        for name, hint in structured.items():
+            if name in kwargs:
+                kwargs[name] = _structure(name, kwargs[name], hint)
+        if is_async:
+            return await fn(**kwargs)
+        if in_thread:
+            result = await anyio.to_thread.run_sync(
+                functools.partial(fn, **kwargs), abandon_on_cancel=True
+            )
+        else:
+            result = fn(**kwargs)
+        if inspect.isawaitable(result):  # a sync wrapper around a coroutine function
+            result = await result
+        return result
+
+    return call
+
+
+def _structure(name: str, value: Any, hint: Any) -> Any:
+    """Convert one JSON argument to its annotated type, or explain why it does not fit."""
+    try:
+        return _CONVERTER.structure(value, hint)
+    except Exception as exc:
+        problems = "; ".join(cattrs.transform_error(exc, path=name))
+        raise ToolArgumentError(f"argument {name!r} is invalid: {problems}") from exc

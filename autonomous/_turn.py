@@ -1,0 +1,174 @@
+"""One turn: model call, the tool calls it asks for in order, next model call, until an answer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import attrs
+import structlog
+
+from eventlog import PermissionDecision
+from permissions import Caller, Gate
+from usage import Pricing, Tracker
+
+from ._control import ControlTools
+from ._conversation import Conversation
+from ._decide import Totals, call_budget
+from ._errors import ModelCallLimit, ModelError, ToolTimeoutError, TurnError
+from ._model import Model, ModelResponse, ToolCall
+from ._options import RunOptions
+from ._progress import ModelCalled, ProgressHub, ToolCalled
+from ._result import StopReason
+from ._tools import Tool, ToolArgumentError, format_error, format_result, parse_arguments
+
+
+class BudgetReached(Exception):  # noqa: N818 - a control-flow signal, not an error
+    """A cap was reached inside a turn: no further model call may start."""
+
+    def __init__(self, reason: StopReason) -> None:
+        super().__init__(reason.value)
+        self.reason = reason
+
+
+@attrs.define
+class Tally:
+    """The run's running totals and last answer text, updated call by call."""
+
+    totals: Totals
+    final_text: str = ""
+
+
+@attrs.define
+class TurnRunner:
+    """Runs the body of turns for one run; owns nothing but references to the run's parts."""
+
+    model: Model
+    tools: dict[str, Tool]
+    specs: list[dict[str, Any]]
+    control: ControlTools
+    conv: Conversation
+    opts: RunOptions
+    pricing: Pricing
+    tracker: Tracker | None
+    hub: ProgressHub
+    gate: Gate | None
+    tally: Tally
+    elapsed: Callable[[], float]
+    log: Any = attrs.field(factory=lambda: structlog.get_logger("autonomous"))
+
+    async def run(self, turn: int, caller: Caller | None) -> str:
+        """Run a turn whose prompt is already in the conversation; returns the answer text.
+
+        Raises :class:`BudgetReached` when a cap stops it between model calls, and a
+        :class:`TurnError` when it fails.
+        """
+        texts: list[str] = []
+        for calls in range(self.opts.max_model_calls_per_turn + 1):
+            reason = call_budget(self.opts, self.tally.totals, self.elapsed())
+            if reason is not None:
+                raise BudgetReached(reason)
+            if calls == self.opts.max_model_calls_per_turn:
+                raise ModelCallLimit(
+                    f"the model asked for tools in {calls} calls in one turn "
+                    f"(max_model_calls_per_turn={calls})"
+                )
+            response = await self._call_model(turn)
+            if response.text:
+                texts.append(response.text)
+                self.tally.final_text = response.text
+            if not response.tool_calls:
+                return texts[-1] if texts else ""
+            for call in response.tool_calls:
+                await self._dispatch(call, turn, caller)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _call_model(self, turn: int) -> ModelResponse:
+        try:
+            response = await self.model.complete(self.conv.messages, self.specs)
+        except TurnError:
+            raise
+        except Exception as exc:
+            raise ModelError(f"model call to {self.model.name} failed: {exc}") from exc
+        u = response.usage
+        cost = self.pricing.cost(u) if not self.pricing.is_zero else 0.0
+        self.tally.totals = self.tally.totals.add_call(u.input_tokens, u.output_tokens, cost)
+        model_name = response.model or self.model.name
+        if self.tracker is not None:
+            self.tracker.record(model_name, u, cost)
+        self.conv.add_answer(response, turn, cost)
+        await self.conv.flush()
+        self.log.info(
+            "model_call",
+            turn=turn,
+            model=model_name,
+            input_tokens=u.input_tokens,
+            output_tokens=u.output_tokens,
+            cost_usd=cost,
+            tool_calls=len(response.tool_calls),
+        )
+        if self.hub.active:
+            await self.hub.emit(
+                turn,
+                ModelCalled(
+                    turn, model_name, u.input_tokens, u.output_tokens, cost, len(response.tool_calls)
+                ),
+            )
+        return response
+
+    async def _dispatch(self, call: ToolCall, turn: int, caller: Caller | None) -> None:
+        if self.control.handles(call.name):
+            content = self.control.call(call.name, call.arguments, turn)
+            outcome = "ok" if content.startswith("acknowledged") else "rejected"
+        else:
+            content, outcome = await self._invoke(call, turn, caller)
+        self.conv.add_tool_result(call.id, call.name, content, outcome, turn)
+        self.log.info("tool_call", turn=turn, tool=call.name, outcome=outcome)
+        if self.hub.active:
+            await self.hub.emit(turn, ToolCalled(turn, call.name, outcome))
+
+    async def _invoke(self, call: ToolCall, turn: int, caller: Caller | None) -> tuple[str, str]:
+        tool = self.tools.get(call.name)
+        if tool is None:
+            known = ", ".join(sorted(self.tools)) or "none"
+            return f"error: unknown tool {call.name!r}; the tools are: {known}", "rejected"
+        try:
+            args = parse_arguments(tool, call.arguments)
+        except ToolArgumentError as exc:
+            return f"error: invalid arguments for {tool.name}: {exc}", "rejected"
+        if self.gate is not None:
+            decision = await self.gate.check(
+                tool.name, args, caller=caller, read_only=tool.read_only
+            )
+            self.conv.record(
+                PermissionDecision(
+                    tool=tool.name,
+                    allowed=decision.allowed,
+                    reason=decision.reason,
+                    turn=turn,
+                    caller=_originator(caller),
+                    mode=str(decision.mode),
+                )
+            )
+            if not decision.allowed:
+                return f"denied: {decision.reason}", "denied"
+        timeout = tool.timeout if tool.timeout is not None else self.opts.tool_timeout
+        try:
+            with anyio.move_on_after(timeout if timeout > 0 else None) as scope:
+                value = await tool.invoke(args)
+        except Exception as exc:
+            return format_error(exc), "error"
+        if scope.cancelled_caught:
+            if tool.fatal_timeout:
+                raise ToolTimeoutError(f"tool {tool.name} timed out after {timeout:g} s")
+            return f"error: tool {tool.name} timed out after {timeout:g} s", "timeout"
+        return format_result(value, self.opts.max_tool_result_chars), "ok"
+
+
+def _originator(caller: Caller | None) -> Any:
+    from eventlog import Originator
+
+    if caller is None:
+        return None
+    return Originator(identity=caller.identity, labels=dict(caller.labels), admin=caller.admin)

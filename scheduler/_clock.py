@@ -1,0 +1,103 @@
+"""Clocks: the real one, and a controllable one for tests of budgets, sleeps and leases."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Protocol, runtime_checkable
+
+import anyio
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """Where the runtime reads time and sleeps; swap it to make time-dependent logic testable."""
+
+    def now(self) -> datetime:
+        """The current wall-clock time, timezone-aware UTC."""
+        ...
+
+    def monotonic(self) -> float:
+        """Seconds on a clock that never goes backwards (for budgets)."""
+        ...
+
+    async def sleep_until(self, when: datetime) -> None:
+        """Return once ``now() >= when`` (at once when it already is)."""
+        ...
+
+
+class SystemClock:
+    """The real clock: ``datetime.now(UTC)``, ``time.monotonic`` and anyio sleeps."""
+
+    def now(self) -> datetime:
+        """The current UTC time."""
+        return datetime.now(UTC)
+
+    def monotonic(self) -> float:
+        """``time.monotonic()``."""
+        return time.monotonic()
+
+    async def sleep_until(self, when: datetime) -> None:
+        """Sleep (cancellably) until ``when``."""
+        delay = (when - self.now()).total_seconds()
+        if delay > 0:
+            await anyio.sleep(delay)
+
+
+class FakeClock:
+    """A clock that moves only when told: ``advance()``, or by itself with ``autojump=True``.
+
+    Sleepers wake when ``advance`` moves time past their deadline. With ``autojump`` every
+    sleep jumps time forward to its deadline at once, so a test of a one-hour sleep takes no
+    real time.
+    """
+
+    def __init__(
+        self, start: datetime | None = None, *, autojump: bool = False
+    ) -> None:
+        self._start = start if start is not None else datetime(2030, 1, 1, tzinfo=UTC)
+        self._offset = 0.0
+        self.autojump = autojump
+        self._sleepers: list[tuple[datetime, anyio.Event]] = []
+
+    def now(self) -> datetime:
+        """The fake UTC time."""
+        return self._start + timedelta(seconds=self._offset)
+
+    def monotonic(self) -> float:
+        """Fake seconds since the clock was made."""
+        return self._offset
+
+    def advance(self, seconds: float) -> None:
+        """Move time forward and wake every sleeper whose deadline has passed."""
+        if seconds < 0:
+            raise ValueError(f"a clock cannot go backwards (advance({seconds}))")
+        self._offset += seconds
+        now = self.now()
+        due = [ev for when, ev in self._sleepers if when <= now]
+        self._sleepers = [(w, ev) for w, ev in self._sleepers if w > now]
+        for ev in due:
+            ev.set()
+
+    @property
+    def sleepers(self) -> int:
+        """How many tasks are asleep on this clock (tests wait for a sleep to begin)."""
+        return len(self._sleepers)
+
+    async def sleep_until(self, when: datetime) -> None:
+        """Block until ``advance`` reaches ``when`` (or jump there with ``autojump``)."""
+        if when <= self.now():
+            await anyio.lowlevel.checkpoint()
+            return
+        if self.autojump:
+            self.advance((when - self.now()).total_seconds())
+            await anyio.lowlevel.checkpoint()
+            return
+        event = anyio.Event()
+        entry = (when, event)
+        self._sleepers.append(entry)
+        try:
+            await event.wait()
+        finally:
+            if entry in self._sleepers:
+                self._sleepers.remove(entry)

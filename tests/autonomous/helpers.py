@@ -1,0 +1,54 @@
+"""Builders shared by the driver tests."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from autonomous import Agent, Tool, function_tool
+from autonomous.testing import ScriptedModel
+from eventlog import EventKind, EventLog, MemoryEventLog, SessionRef
+
+
+async def tick(n: int) -> int:
+    """Return n plus one."""
+    return n + 1
+
+
+def boom(reason: str) -> str:
+    """Always fail with reason."""
+    raise RuntimeError(reason)
+
+
+def builder(
+    model: ScriptedModel,
+    *,
+    tools: Sequence[Tool] = (),
+    session: SessionRef | None = None,
+    instructions: str = "You are a test agent.",
+) -> Callable[[list[Tool]], Agent]:
+    """A build function putting the run's extra tools next to ``tools``."""
+
+    def build(extra_tools: list[Tool]) -> Agent:
+        return Agent(model, instructions=instructions, tools=[*tools, *extra_tools], session=session)
+
+    return build
+
+
+def memory_session(session_id: str = "s1") -> SessionRef:
+    """A session on a fresh in-memory log."""
+    return SessionRef(MemoryEventLog(), "test", "tester", session_id)
+
+
+async def kinds(log: EventLog, ref: SessionRef) -> list[str]:
+    """The kinds of every event of ``ref``'s session, in order."""
+    return [str(e.kind) for e in await log.read(ref.key)]
+
+
+async def checkpoints(ref: SessionRef) -> list[Any]:
+    """The checkpoint payloads of ``ref``'s session, in order."""
+    return [e.payload for e in await ref.log.read(ref.key, kinds=[EventKind.CHECKPOINT])]
+
+
+TICK = function_tool(tick)
+BOOM = function_tool(boom, sync_in_thread=False)

@@ -1,0 +1,275 @@
+"""The loop of run_autonomous on ScriptedModel: turns, done tool, budgets, retries, inbox, log."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import anyio
+import pytest
+
+from autonomous import (
+    ConfigurationError,
+    GateWouldDeadlock,
+    ModelCallLimit,
+    ModelError,
+    RetryDecision,
+    StopReason,
+    TurnTimeout,
+    run_autonomous,
+)
+from autonomous.testing import FakeClock, ScriptedModel, call, calls, done, reply
+from eventlog import EventKind
+from permissions import Gate, Mode
+from usage import Pricing, Tracker
+
+from .helpers import BOOM, TICK, builder, checkpoints, kinds, memory_session
+
+pytestmark = pytest.mark.anyio
+
+
+class TestCompletion:
+    async def test_done_tool_completes_the_run(self) -> None:
+        """The done tool ends the run as completed with its detail and the summed usage."""
+        model = ScriptedModel([call("tick", {"n": 1}), done("all good"), reply("summary")])
+        result = await run_autonomous(builder(model, tools=[TICK]), "count")
+        assert (StopReason.COMPLETED, "all good", 1) == (result.reason, result.done_detail, result.turns)
+        assert (30, 15) == (result.input_tokens, result.output_tokens)
+        assert "summary" == result.final_text
+
+    async def test_final_text_is_the_last_answer_of_a_non_streaming_model(self) -> None:
+        """final_text is the text of the model's last answer, not an empty stream buffer."""
+        model = ScriptedModel([reply("first turn"), call("report_done", {"state": "done"}, text="closing words"), reply("")])
+        result = await run_autonomous(builder(model), "go")
+        assert "closing words" == result.final_text
+
+    async def test_continuation_prompt_starts_every_later_turn(self) -> None:
+        """Turn two is prompted with the continuation prompt."""
+        model = ScriptedModel([reply("thinking"), done(), reply("ok")])
+        await run_autonomous(builder(model), "goal text", continuation_prompt="next step?")
+        users = [m["content"] for m in model.last_messages if m["role"] == "user"]
+        assert ["goal text", "next step?"] == users
+
+    async def test_tool_results_follow_the_calls_in_order(self) -> None:
+        """Several tool calls of one answer run in the order asked, each answered by id."""
+        model = ScriptedModel([calls([("tick", {"n": 1}), ("tick", {"n": 5})], ids=["a", "b"]), done(), reply("x")])
+        await run_autonomous(builder(model, tools=[TICK]), "go")
+        tool_msgs = [(m["tool_call_id"], m["content"]) for m in model.last_messages if m["role"] == "tool"]
+        assert [("a", "2"), ("b", "6")] == tool_msgs[:2]
+
+    async def test_no_done_tool_call_runs_until_max_turns(self) -> None:
+        """A model that never calls done stops at max_turns."""
+        model = ScriptedModel(default=reply("still going"))
+        result = await run_autonomous(builder(model), "go", max_turns=3)
+        assert (StopReason.MAX_TURNS_EXCEEDED, 3) == (result.reason, result.turns)
+
+
+class TestToolFailures:
+    async def test_a_raising_tool_is_reported_and_the_turn_goes_on(self) -> None:
+        """A tool that raises becomes an error result for the model; the run continues."""
+        model = ScriptedModel([call("boom", {"reason": "disk gone"}), done(), reply("ok")])
+        result = await run_autonomous(builder(model, tools=[BOOM]), "go")
+        tool_msg = next(m for m in model.last_messages if m["role"] == "tool")
+        assert StopReason.COMPLETED == result.reason
+        assert "disk gone" in tool_msg["content"] and tool_msg["content"].startswith("error")
+
+    async def test_unknown_tool_and_bad_arguments_go_back_to_the_model(self) -> None:
+        """Calls of unknown tools and malformed arguments are answered, never crash the run."""
+        model = ScriptedModel([calls([("nope", {}), ("tick", "{not json"), ("tick", {"m": 1})]), done(), reply("ok")])
+        result = await run_autonomous(builder(model, tools=[TICK]), "go")
+        contents = [m["content"] for m in model.last_messages if m["role"] == "tool"][:3]
+        assert StopReason.COMPLETED == result.reason
+        assert "unknown tool 'nope'" in contents[0]
+        assert all(c.startswith("error: invalid arguments") for c in contents[1:])
+
+    async def test_model_call_limit_is_a_turn_error(self) -> None:
+        """A model that never stops calling tools ends the turn as ModelCallLimit."""
+        model = ScriptedModel(default=call("tick", {"n": 1}))
+        result = await run_autonomous(builder(model, tools=[TICK]), "go", max_model_calls_per_turn=4)
+        assert StopReason.RETRY_POLICY_ABORTED == result.reason
+        assert isinstance(result.error, ModelCallLimit) and 4 == model.requests
+
+
+class TestBudgets:
+    async def test_input_token_cap_stops_before_the_next_turn(self) -> None:
+        """The input-token cap stops the run once reached."""
+        model = ScriptedModel(default=reply("x"))
+        result = await run_autonomous(builder(model), "go", max_input_tokens=25)
+        assert (StopReason.MAX_TOKENS_EXCEEDED, 3, 30) == (result.reason, result.turns, result.input_tokens)
+
+    async def test_budgets_hold_inside_a_turn(self) -> None:
+        """No model call starts once the output-token cap is reached, even mid-turn."""
+        model = ScriptedModel(default=call("tick", {"n": 1}, output_tokens=50))
+        result = await run_autonomous(builder(model, tools=[TICK]), "go", max_output_tokens=120)
+        assert (StopReason.MAX_TOKENS_EXCEEDED, 3) == (result.reason, model.requests)
+
+    async def test_cost_cap_uses_pricing_and_feeds_the_tracker(self) -> None:
+        """Cost comes from the pricing, is capped, and every call is a tracker row."""
+        tracker = Tracker()
+        model = ScriptedModel(default=reply("x", input_tokens=1_000_000, output_tokens=0))
+        result = await run_autonomous(
+            builder(model), "go", max_cost_usd=2.5, pricing=Pricing(input_per_mtok=1.0), tracker=tracker
+        )
+        assert (StopReason.MAX_COST_EXCEEDED, 3.0) == (result.reason, result.cost_usd)
+        assert 3 == tracker.totals.calls and 3.0 == pytest.approx(tracker.totals.cost_usd)
+
+    async def test_wallclock_cap_on_an_injected_clock(self) -> None:
+        """The wall-clock cap trips on the injected clock, with no real waiting."""
+        clock = FakeClock()
+
+        def slow(messages: object, tools: object) -> object:
+            clock.advance(40)
+            return reply("x")
+
+        model = ScriptedModel(default=slow)
+        result = await run_autonomous(builder(model), "go", max_wallclock=timedelta(seconds=100), clock=clock)
+        assert (StopReason.WALLCLOCK_EXCEEDED, 3) == (result.reason, result.turns)
+
+    async def test_wallclock_is_checked_before_turns(self) -> None:
+        """When wall-clock and turns are both spent, wall-clock is the reason."""
+        clock = FakeClock()
+
+        def slow(messages: object, tools: object) -> object:
+            clock.advance(10)
+            return reply("x")
+
+        model = ScriptedModel(default=slow)
+        result = await run_autonomous(builder(model), "go", max_turns=1, max_wallclock=5, clock=clock)
+        assert StopReason.WALLCLOCK_EXCEEDED == result.reason
+
+
+class TestRetryPolicy:
+    async def test_no_policy_aborts_with_the_error(self) -> None:
+        """Without a policy the first turn error aborts; the error is on the result."""
+        model = ScriptedModel([RuntimeError("provider down")])
+        result = await run_autonomous(builder(model), "go")
+        assert StopReason.RETRY_POLICY_ABORTED == result.reason
+        assert isinstance(result.error, ModelError) and "provider down" in str(result.error)
+
+    async def test_attempt_counts_consecutive_failures_of_one_turn(self) -> None:
+        """attempt is 1, 2, ... for one turn's failures and starts again after a success."""
+        seen: list[int] = []
+
+        def policy(error: BaseException, attempt: int) -> RetryDecision:
+            seen.append(attempt)
+            return RetryDecision.RETRY_TURN
+
+        model = ScriptedModel([RuntimeError("a"), RuntimeError("b"), reply("ok"), RuntimeError("c"), done(), reply("x")])
+        result = await run_autonomous(builder(model), "go", retry_policy=policy)
+        assert [1, 2, 1] == seen
+        assert (StopReason.COMPLETED, 5) == (result.reason, result.turns)
+
+    async def test_retry_reuses_the_prompt_and_skip_moves_on(self) -> None:
+        """RETRY_TURN sends the same prompt again; SKIP_TURN goes on with the continuation."""
+        decisions = iter([RetryDecision.RETRY_TURN, RetryDecision.SKIP_TURN])
+        model = ScriptedModel([RuntimeError("a"), RuntimeError("b"), done(), reply("x")])
+        await run_autonomous(builder(model), "the goal", retry_policy=lambda e, a: next(decisions))
+        users = [m["content"] for m in model.last_messages if m["role"] == "user"]
+        assert ["continue"] == users  # failed attempts are cut from the conversation
+
+    async def test_done_is_never_lost_when_the_turn_errors_after_it(self) -> None:
+        """A turn that fails after the done tool ran still completes the run."""
+        model = ScriptedModel([done("finished"), RuntimeError("late failure")])
+        result = await run_autonomous(builder(model), "go")
+        assert (StopReason.COMPLETED, "finished") == (result.reason, result.done_detail)
+
+    async def test_per_turn_timeout_is_a_turn_error(self) -> None:
+        """A turn outliving per_turn_timeout is a TurnTimeout for the retry policy."""
+
+        async def hang(messages: object, tools: object) -> object:
+            await anyio.sleep_forever()
+
+        model = ScriptedModel([hang])
+        result = await run_autonomous(builder(model), "go", per_turn_timeout=0.01)
+        assert StopReason.RETRY_POLICY_ABORTED == result.reason
+        assert isinstance(result.error, TurnTimeout)
+
+    async def test_caller_cancellation_propagates_after_the_final_checkpoint(self) -> None:
+        """The caller's own deadline cancels the run, writing a context_cancelled checkpoint."""
+        ref = memory_session()
+
+        async def hang(messages: object, tools: object) -> object:
+            await anyio.sleep_forever()
+
+        model = ScriptedModel([hang])
+        with anyio.move_on_after(0.05) as scope:
+            await run_autonomous(builder(model, session=ref), "go", per_turn_timeout=30)
+        assert scope.cancelled_caught
+        assert "context_cancelled" == (await checkpoints(ref))[-1].stop_reason
+
+
+class TestInbox:
+    async def test_failed_attempts_get_their_inbox_messages_again(self) -> None:
+        """Inbox messages drained into a failed attempt are delivered on the retry."""
+        ref = memory_session()
+        from autonomous import start_autonomous
+
+        model = ScriptedModel([reply("turn one"), RuntimeError("flaky"), done(), reply("x")])
+        gate = anyio.Event()
+
+        async def before(turn: int) -> None:
+            if turn == 2:
+                await gate.wait()
+
+        async with start_autonomous(
+            builder(model, session=ref), "go", before_turn=before, retry_policy=lambda e, a: RetryDecision.RETRY_TURN
+        ) as h:
+            await h.ready()
+            await h.inject("first")
+            await h.inject("second")
+            gate.set()
+            result = await h.wait()
+        users = [m["content"] for m in model.last_messages if m["role"] == "user"]
+        assert StopReason.COMPLETED == result.reason
+        assert "[Inbox]\n- first\n- second\n\ncontinue" == users[-1]
+        delivered = await ref.log.read(ref.key, kinds=[EventKind.INBOX_DELIVERED])
+        assert 1 == len(delivered) and 2 == len(delivered[0].payload.message_ids)
+
+
+class TestEventLog:
+    async def test_every_message_and_a_checkpoint_per_turn_are_logged(self) -> None:
+        """The log holds the conversation and a checkpoint after every turn and at the exit."""
+        ref = memory_session()
+        model = ScriptedModel([call("tick", {"n": 1}), reply("a"), done(), reply("b")])
+        await run_autonomous(builder(model, tools=[TICK], session=ref), "go")
+        assert [
+            "user_message", "assistant_message", "tool_result", "assistant_message", "checkpoint",
+            "user_message", "assistant_message", "tool_result", "assistant_message", "checkpoint",
+        ] == await kinds(ref.log, ref)
+        cps = await checkpoints(ref)
+        assert [None, "completed"] == [c.stop_reason for c in cps]
+        assert (2, "continue") == (cps[-1].turns, cps[0].next_prompt)
+
+
+class TestMisuse:
+    async def test_blank_goal_is_refused_at_once(self) -> None:
+        """A blank goal raises ConfigurationError before anything runs."""
+        with pytest.raises(ConfigurationError, match="goal"):
+            await run_autonomous(builder(ScriptedModel()), "  ")
+
+    async def test_unknown_option_is_named(self) -> None:
+        """An unknown keyword names itself."""
+        with pytest.raises(ConfigurationError, match="max_turn\\b"):
+            await run_autonomous(builder(ScriptedModel()), "go", max_turn=3)
+
+    async def test_ask_gate_without_prompter_fails_before_build(self) -> None:
+        """An ASK gate with no prompter fails before build runs or any model call."""
+        built: list[int] = []
+
+        def build(extra: list[object]) -> object:
+            built.append(1)
+            raise AssertionError("build must not run")
+
+        with pytest.raises(GateWouldDeadlock):
+            await run_autonomous(build, "go", permissions_gate=Gate(mode=Mode.ASK))
+        assert [] == built
+
+    async def test_failing_build_raises_build_error(self) -> None:
+        """A build that raises surfaces as BuildError with the cause chained."""
+        from autonomous import BuildError
+
+        def build(extra: list[object]) -> object:
+            raise KeyError("no config")
+
+        with pytest.raises(BuildError) as info:
+            await run_autonomous(build, "go")
+        assert isinstance(info.value.__cause__, KeyError)

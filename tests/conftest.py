@@ -1,0 +1,11 @@
+"""Shared pytest configuration: anyio on asyncio for every async test."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """Run anyio tests on asyncio (the backend the library targets)."""
+    return "asyncio"
