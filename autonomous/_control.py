@@ -64,7 +64,9 @@ def schedule_description(max_defer: float) -> str:
     )
 
 
-def _done_parameters(outcomes: tuple[str, ...], result_schema: dict[str, Any] | None) -> dict[str, Any]:
+def _done_parameters(
+    outcomes: tuple[str, ...], result_schema: dict[str, Any] | None
+) -> dict[str, Any]:
     props: dict[str, Any] = {
         "state": {"type": "string", "enum": ["done"], "description": 'Always "done".'},
         "detail": {"type": "string", "description": "One sentence: what was achieved."},
@@ -162,7 +164,9 @@ class ControlTools:
         result = args.get("result")
         if self.outcomes:
             if outcome not in self.outcomes:
-                return f"rejected: outcome must be one of {', '.join(self.outcomes)}; got {outcome!r}"
+                return (
+                    f"rejected: outcome must be one of {', '.join(self.outcomes)}; got {outcome!r}"
+                )
             problem = _check_type(result, self.result_schema)
             if problem:
                 return f"rejected: result {problem}"
@@ -206,7 +210,8 @@ class ControlTools:
         if not isinstance(prompt, str) or not isinstance(detail, str):
             return "rejected: next_prompt and detail must be strings"
         self.schedule = ScheduleEvent(wake_at=wake_at, next_prompt=prompt, detail=detail, turn=turn)
-        return f"acknowledged: next turn at {wake_at.isoformat()} (in {int(delay)} s); end this turn now"
+        when = wake_at.isoformat()
+        return f"acknowledged: next turn at {when} (in {int(delay)} s); end this turn now"
 
 
 def _parse_rfc3339(value: Any) -> datetime | None:
@@ -225,8 +230,10 @@ def _check_type(value: Any, schema: dict[str, Any] | None) -> str | None:
     types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
     for name in types:
         expected = _JSON_TYPES.get(name)
-        if expected and isinstance(value, expected) and not (
-            isinstance(value, bool) and name in ("integer", "number")
+        if (
+            expected
+            and isinstance(value, expected)
+            and not (isinstance(value, bool) and name in ("integer", "number"))
         ):
             return None
     return f"must be of JSON type {' or '.join(types)}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
@@ -84,7 +85,6 @@ async def _started(run: Run) -> AsyncIterator[AutonomousHandle]:
 
 
 async def _supervise(run: Run) -> None:
-    try:
+    # The run keeps its own failure; ready() and wait() raise it, the task group must not.
+    with contextlib.suppress(Exception):
         await run.execute()
-    except Exception:  # noqa: S110 - kept on the run; ready() and wait() raise it
-        pass

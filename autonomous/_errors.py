@@ -1,15 +1,15 @@
 """The autonomous error tree.
 
-    AutonomousError
-    ├── ConfigurationError   a misuse caught at once: blank goal, no build, bad option (ValueError)
-    │   └── GateWouldDeadlock    a gate that would prompt with nobody to answer
-    ├── RunFinished          pause / resume / inject after the run ended (RuntimeError)
-    ├── BuildError           the build function failed or returned something that is not an Agent
-    └── TurnError            a turn failed; the retry policy decides what follows
-        ├── ModelError           the model call failed (litellm's error is the __cause__)
-        ├── TurnTimeout          the turn outlived per_turn_timeout
-        ├── ModelCallLimit       the model kept calling tools past max_model_calls_per_turn
-        └── ToolTimeoutError     a tool marked fatal_timeout outlived its timeout
+AutonomousError
+├── ConfigurationError   a misuse caught at once: blank goal, no build, bad option (ValueError)
+│   └── GateWouldDeadlock    a gate that would prompt with nobody to answer
+├── RunFinished          pause / resume / inject after the run ended (RuntimeError)
+├── BuildError           the build function failed or returned something that is not an Agent
+└── TurnError            a turn failed; the retry policy decides what follows
+    ├── ModelError           the model call failed (litellm's error is the __cause__)
+    ├── TurnTimeout          the turn outlived per_turn_timeout
+    ├── ModelCallLimit       the model kept calling tools past max_model_calls_per_turn
+    └── ToolTimeoutError     a tool marked fatal_timeout outlived its timeout
 """
 
 from __future__ import annotations

@@ -41,7 +41,9 @@ class AutonomousHandle:
         """:meth:`inject` with the message's originator, passed to the permission gate."""
         if not isinstance(caller, Caller):
             raise ConfigurationError(f"inject_as needs a permissions.Caller, got {caller!r}")
-        origin = Originator(identity=caller.identity, labels=dict(caller.labels), admin=caller.admin)
+        origin = Originator(
+            identity=caller.identity, labels=dict(caller.labels), admin=caller.admin
+        )
         await self._run.inject(message, origin)
 
     async def pause(self) -> None:

@@ -28,7 +28,7 @@ class ModelResponse:
 
     text: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
-    usage: Usage = Usage()
+    usage: Usage = attrs.field(factory=Usage)
     model: str = ""
 
 

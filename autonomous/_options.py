@@ -26,26 +26,20 @@ RetryPolicy = Callable[[BaseException, int], RetryDecision]
 Seconds = float | int | timedelta
 
 
-def _seconds(name: str) -> Callable[[Any], float]:
-    def convert(value: Any) -> float:
-        if isinstance(value, timedelta):
-            value = value.total_seconds()
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigurationError(f"{name} must be seconds (a number or a timedelta), not {value!r}")
-        if not math.isfinite(value) or value < 0:
-            raise ConfigurationError(f"{name} must be >= 0 seconds (0 = no limit), got {value!r}")
-        return float(value)
-
-    return convert
+def _seconds(name: str, value: Any) -> float:
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigurationError(f"{name} must be seconds (a number or a timedelta), not {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise ConfigurationError(f"{name} must be >= 0 seconds (0 = no limit), got {value!r}")
+    return float(value)
 
 
-def _count(name: str, minimum: int = 0) -> Callable[[Any], int]:
-    def convert(value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise ConfigurationError(f"{name} must be an integer >= {minimum}, got {value!r}")
-        return value
-
-    return convert
+def _count(name: str, value: Any, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigurationError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return value
 
 
 def _money(value: Any) -> float:
@@ -56,72 +50,83 @@ def _money(value: Any) -> float:
     return float(value)
 
 
-def _tool_name(name: str) -> Callable[[Any], str]:
-    def convert(value: Any) -> str:
-        if not isinstance(value, str) or not value.strip():
-            raise ConfigurationError(f"{name} must be a non-blank tool name, got {value!r}")
-        return value
-
-    return convert
+def _tool_name(name: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigurationError(f"{name} must be a non-blank tool name, got {value!r}")
+    return value
 
 
-def _optional_callable(name: str) -> Callable[[Any], Any]:
-    def convert(value: Any) -> Any:
-        if value is not None and not callable(value):
-            raise ConfigurationError(f"{name} must be callable or None, got {value!r}")
-        return value
+def _optional_callable(name: str, value: Any) -> Any:
+    if value is not None and not callable(value):
+        raise ConfigurationError(f"{name} must be callable or None, got {value!r}")
+    return value
 
-    return convert
+
+_SECONDS = (
+    "max_wallclock",
+    "per_turn_timeout",
+    "schedule_tool_max_defer",
+    "max_defer",
+    "tool_timeout",
+    "lease_ttl",
+)
+_COUNTS = {
+    "max_turns": 0,
+    "max_input_tokens": 0,
+    "max_output_tokens": 0,
+    "max_model_calls_per_turn": 1,
+    "max_tool_result_chars": 1,
+    "history_turns": 0,
+}
 
 
 @attrs.frozen(kw_only=True)
 class RunOptions:
     """Every option of a run, validated; built from the entry points' keyword arguments."""
 
-    max_turns: int = attrs.field(default=50, converter=_count("max_turns"))
-    max_input_tokens: int = attrs.field(default=0, converter=_count("max_input_tokens"))
-    max_output_tokens: int = attrs.field(default=0, converter=_count("max_output_tokens"))
-    max_cost_usd: float = attrs.field(default=0.0, converter=_money)
-    max_wallclock: float = attrs.field(default=0.0, converter=_seconds("max_wallclock"))
-    per_turn_timeout: float = attrs.field(default=0.0, converter=_seconds("per_turn_timeout"))
+    max_turns: int = 50
+    max_input_tokens: int = 0
+    max_output_tokens: int = 0
+    max_cost_usd: float = 0.0
+    max_wallclock: float = 0.0
+    per_turn_timeout: float = 0.0
     continuation_prompt: str = "continue"
-    done_tool_name: str = attrs.field(default="report_done", converter=_tool_name("done_tool_name"))
+    done_tool_name: str = "report_done"
     done_tool_description: str | None = None
-    before_turn: BeforeTurn | None = attrs.field(
-        default=None, converter=_optional_callable("before_turn")
-    )
-    progress: ProgressCallback | None = attrs.field(
-        default=None, converter=_optional_callable("progress")
-    )
-    retry_policy: RetryPolicy | None = attrs.field(
-        default=None, converter=_optional_callable("retry_policy")
-    )
+    before_turn: BeforeTurn | None = None
+    progress: ProgressCallback | None = None
+    retry_policy: RetryPolicy | None = None
     scheduler: Scheduler | None = None
-    schedule_tool_name: str = attrs.field(
-        default="schedule_next_turn", converter=_tool_name("schedule_tool_name")
-    )
+    schedule_tool_name: str = "schedule_next_turn"
     schedule_tool_description: str | None = None
-    schedule_tool_max_defer: float = attrs.field(
-        default=0.0, converter=_seconds("schedule_tool_max_defer")
-    )
-    max_defer: float = attrs.field(default=0.0, converter=_seconds("max_defer"))
+    schedule_tool_max_defer: float = 0.0
+    max_defer: float = 0.0
     permissions_gate: Gate | None = None
     pricing: Pricing | None = None
     tracker: Tracker | None = None
-    max_model_calls_per_turn: int = attrs.field(
-        default=25, converter=_count("max_model_calls_per_turn", 1)
-    )
-    tool_timeout: float = attrs.field(default=300.0, converter=_seconds("tool_timeout"))
-    max_tool_result_chars: int = attrs.field(
-        default=8000, converter=_count("max_tool_result_chars", 1)
-    )
-    outcomes: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    max_model_calls_per_turn: int = 25
+    tool_timeout: float = 300.0
+    max_tool_result_chars: int = 8000
+    outcomes: tuple[str, ...] = ()
     result_schema: dict[str, Any] | None = None
-    history_turns: int = attrs.field(default=0, converter=_count("history_turns"))
+    history_turns: int = 0
     clock: Clock = attrs.field(factory=SystemClock)
-    lease_ttl: float = attrs.field(default=30.0, converter=_seconds("lease_ttl"))
+    lease_ttl: float = 30.0
 
     def __attrs_post_init__(self) -> None:
+        fix = object.__setattr__  # normalising a frozen instance while it is being built
+        for name in _SECONDS:
+            fix(self, name, _seconds(name, getattr(self, name)))
+        for name, minimum in _COUNTS.items():
+            _count(name, getattr(self, name), minimum)
+        fix(self, "max_cost_usd", _money(self.max_cost_usd))
+        for name in ("done_tool_name", "schedule_tool_name"):
+            _tool_name(name, getattr(self, name))
+        for name in ("before_turn", "progress", "retry_policy"):
+            _optional_callable(name, getattr(self, name))
+        fix(self, "outcomes", tuple(self.outcomes))
+        if not isinstance(self.continuation_prompt, str) or not self.continuation_prompt.strip():
+            raise ConfigurationError("continuation_prompt must be a non-blank string")
         if self.done_tool_name == self.schedule_tool_name:
             raise ConfigurationError(
                 f"done_tool_name and schedule_tool_name are both {self.done_tool_name!r}"

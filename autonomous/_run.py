@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 import anyio
+import attrs
 import structlog
 
 from eventlog import (
@@ -29,7 +30,18 @@ from usage import Pricing
 from ._agent import Agent
 from ._control import ControlTools
 from ._conversation import Conversation
-from ._decide import Continue, Finish, Retry, Step, Totals, Wait, after_turn, clamp_wake, status_for, turn_budget
+from ._decide import (
+    Continue,
+    Finish,
+    Retry,
+    Step,
+    Totals,
+    Wait,
+    after_turn,
+    clamp_wake,
+    status_for,
+    turn_budget,
+)
 from ._errors import BuildError, ConfigurationError, RunFinished, TurnError, TurnTimeout
 from ._inbox import Inbox, InboxMessage, Wake, inbox_block
 from ._options import RunOptions
@@ -142,12 +154,12 @@ class Run:
             raise BuildError(f"build failed: {type(exc).__name__}: {exc}") from exc
         if not isinstance(made, Agent):
             raise BuildError(f"build must return an Agent, got {made!r}")
-        if self.resume_ref is not None and made.session is not None:
-            if made.session.key != self.resume_ref.key:
-                raise BuildError(
-                    f"the built agent's session {made.session.key} is not the resumed "
-                    f"session {self.resume_ref.key}: build must adopt session_id"
-                )
+        ref = self.resume_ref
+        if ref is not None and made.session is not None and made.session.key != ref.key:
+            raise BuildError(
+                f"the built agent's session {made.session.key} is not the resumed "
+                f"session {ref.key}: build must adopt session_id"
+            )
         return made
 
     def control_tools(self) -> ControlTools:
@@ -265,25 +277,23 @@ class Run:
             with anyio.move_on_after(self.opts.per_turn_timeout or None) as scope:
                 await runner.run(turn, caller)
             if scope.cancelled_caught:
-                error = TurnTimeout(f"turn {turn} ran past per_turn_timeout={self.opts.per_turn_timeout:g} s")
+                error = TurnTimeout(
+                    f"turn {turn} ran past per_turn_timeout={self.opts.per_turn_timeout:g} s"
+                )
         except BudgetReached as stop:
             budget = stop.reason
         except TurnError as exc:
             error = exc
         except Exception as exc:
             error = exc
-        return await self._settle(turn, batch, base_prompt, budget, error, calls_before)
+        attempt = _Attempt(turn, batch, base_prompt, calls_before)
+        return await self._settle(attempt, budget, error)
 
     async def _settle(
-        self,
-        turn: int,
-        batch: tuple[InboxMessage, ...],
-        base_prompt: str,
-        budget: StopReason | None,
-        error: BaseException | None,
-        calls_before: int,
+        self, attempt: _Attempt, budget: StopReason | None, error: BaseException | None
     ) -> Step:
         assert self.conv is not None
+        turn, batch, base_prompt = attempt.turn, attempt.batch, attempt.base_prompt
         control = self.control_tools()
         done, schedule = control.done, control.schedule
         decision: RetryDecision | None = None
@@ -292,7 +302,13 @@ class Run:
             self._turn_error = error
             self.conv.abandon_turn()
             decision = self._retry_decision(error, self.failed_attempts)
-            self.log.warning("turn_failed", turn=turn, error=type(error).__name__, attempt=self.failed_attempts, decision=decision.value)
+            self.log.warning(
+                "turn_failed",
+                turn=turn,
+                error=type(error).__name__,
+                attempt=self.failed_attempts,
+                decision=decision.value,
+            )
         step = after_turn(
             error=error if done is None else None,
             decision=decision,
@@ -309,14 +325,25 @@ class Run:
                 self.inbox.delivered(batch)
                 self.conv.record(InboxDelivered(tuple(m.message_id for m in batch), turn))
         if done is not None:
-            self.done_detail, self.outcome, self.outcome_result = done.detail, done.outcome, done.result
+            self.done_detail, self.outcome, self.outcome_result = (
+                done.detail,
+                done.outcome,
+                done.result,
+            )
         if isinstance(step, Retry):
             self.next_prompt = base_prompt
         elif isinstance(step, Continue | Wait):
             self.next_prompt = step.prompt
         self.log.info("turn_finished", turn=turn, ok=succeeded)
         if self.hub.active:
-            await self.hub.emit(turn, TurnFinished(turn, self.tally.totals.model_calls - calls_before, None if succeeded else type(error).__name__))
+            await self.hub.emit(
+                turn,
+                TurnFinished(
+                    turn,
+                    self.tally.totals.model_calls - attempt.calls_before,
+                    None if succeeded else type(error).__name__,
+                ),
+            )
         if not isinstance(step, Finish):
             wake = step.schedule.wake_at if isinstance(step, Wait) else None
             await self._checkpoint(None, turn_failed=not succeeded, next_wake_at=wake)
@@ -338,8 +365,14 @@ class Run:
         now = self.opts.clock.now()
         wake_at, clamped = clamp_wake(step.schedule.wake_at, now, self.opts.max_defer)
         if clamped:
-            self.log.warning("wake_clamped", requested=step.schedule.wake_at.isoformat(), wake_at=wake_at.isoformat())
-        event = ScheduleEvent(wake_at, step.schedule.next_prompt, step.schedule.detail, step.schedule.turn)
+            self.log.warning(
+                "wake_clamped",
+                requested=step.schedule.wake_at.isoformat(),
+                wake_at=wake_at.isoformat(),
+            )
+        event = ScheduleEvent(
+            wake_at, step.schedule.next_prompt, step.schedule.detail, step.schedule.turn
+        )
         self.next_wake_at = wake_at
         self._set_idle(True)
         try:
@@ -458,7 +491,13 @@ class Run:
 
     # ---- exits and checkpoints -------------------------------------------------------
 
-    async def _checkpoint(self, stop_reason: StopReason | None, *, turn_failed: bool = False, next_wake_at: datetime | None = None) -> None:
+    async def _checkpoint(
+        self,
+        stop_reason: StopReason | None,
+        *,
+        turn_failed: bool = False,
+        next_wake_at: datetime | None = None,
+    ) -> None:
         assert self.conv is not None
         t = self.tally.totals
         self.conv.record(
@@ -481,7 +520,9 @@ class Run:
         )
         await self.conv.flush()
         if self.hub.active:
-            await self.hub.emit(t.turns, CheckpointWritten(t.turns, stop_reason.value if stop_reason else None))
+            await self.hub.emit(
+                t.turns, CheckpointWritten(t.turns, stop_reason.value if stop_reason else None)
+            )
 
     async def _exit(self, reason: StopReason, error: BaseException | None = None) -> RunResult:
         if self.result is not None:
@@ -509,10 +550,25 @@ class Run:
             with anyio.CancelScope(shield=True), anyio.move_on_after(_FINAL_WRITE_TIMEOUT):
                 await self._checkpoint(reason, next_wake_at=wake)
         self.status = AutonomousStatus(status_for(reason, self.stop_requested))
-        self.log.info("run_finished", reason=reason.value, turns=t.turns, input_tokens=t.input_tokens, output_tokens=t.output_tokens, cost_usd=t.cost_usd)
+        self.log.info(
+            "run_finished",
+            reason=reason.value,
+            turns=t.turns,
+            input_tokens=t.input_tokens,
+            output_tokens=t.output_tokens,
+            cost_usd=t.cost_usd,
+        )
         if self.hub.active:
             await self.hub.emit(t.turns, RunExited(t.turns, reason.value))
         return result
+
+
+@attrs.frozen
+class _Attempt:
+    turn: int
+    batch: tuple[InboxMessage, ...]
+    base_prompt: str
+    calls_before: int
 
 
 def _turn_caller(batch: tuple[InboxMessage, ...]) -> Caller | None:

@@ -24,7 +24,7 @@ from ._result import StopReason
 from ._tools import Tool, ToolArgumentError, format_error, format_result, parse_arguments
 
 
-class BudgetReached(Exception):  # noqa: N818 - a control-flow signal, not an error
+class BudgetReached(Exception):
     """A cap was reached inside a turn: no further model call may start."""
 
     def __init__(self, reason: StopReason) -> None:
@@ -112,7 +112,12 @@ class TurnRunner:
             await self.hub.emit(
                 turn,
                 ModelCalled(
-                    turn, model_name, u.input_tokens, u.output_tokens, cost, len(response.tool_calls)
+                    turn,
+                    model_name,
+                    u.input_tokens,
+                    u.output_tokens,
+                    cost,
+                    len(response.tool_calls),
                 ),
             )
         return response

@@ -22,7 +22,9 @@ from ._model import Message, ModelResponse, ToolCall
 Step = (
     ModelResponse
     | BaseException
-    | Callable[[Sequence[Message], Sequence[dict[str, Any]]], ModelResponse | Awaitable[ModelResponse]]
+    | Callable[
+        [Sequence[Message], Sequence[dict[str, Any]]], ModelResponse | Awaitable[ModelResponse]
+    ]
 )
 
 _ids = itertools.count(1)
@@ -32,9 +34,13 @@ class ScriptExhausted(AssertionError):
     """The scripted model was called more often than its script has steps."""
 
 
-def reply(text: str, *, input_tokens: int = 10, output_tokens: int = 5, cached: int = 0) -> ModelResponse:
+def reply(
+    text: str, *, input_tokens: int = 10, output_tokens: int = 5, cached: int = 0
+) -> ModelResponse:
     """A final answer with no tool calls."""
-    return ModelResponse(text=text, usage=Usage(input_tokens, output_tokens, cached), model="scripted")
+    return ModelResponse(
+        text=text, usage=Usage(input_tokens, output_tokens, cached), model="scripted"
+    )
 
 
 def call(
@@ -47,8 +53,13 @@ def call(
     output_tokens: int = 5,
 ) -> ModelResponse:
     """An answer asking for one tool call."""
-    return calls([(name, arguments or {})], text=text, ids=[id] if id else None,
-                 input_tokens=input_tokens, output_tokens=output_tokens)
+    return calls(
+        [(name, arguments or {})],
+        text=text,
+        ids=[id] if id else None,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+    )
 
 
 def calls(
@@ -66,7 +77,10 @@ def calls(
         call_id = ids[i] if ids and i < len(ids) else f"call_{next(_ids)}"
         made.append(ToolCall(call_id, name, raw))
     return ModelResponse(
-        text=text, tool_calls=tuple(made), usage=Usage(input_tokens, output_tokens), model="scripted"
+        text=text,
+        tool_calls=tuple(made),
+        usage=Usage(input_tokens, output_tokens),
+        model="scripted",
     )
 
 
@@ -84,7 +98,14 @@ class ScriptedModel:
     ``requests`` counts calls; ``last_messages`` is a copy of the newest request's messages.
     """
 
-    def __init__(self, script: Iterable[Step] = (), *, name: str = "scripted", default: Step | None = None, record: bool = True) -> None:
+    def __init__(
+        self,
+        script: Iterable[Step] = (),
+        *,
+        name: str = "scripted",
+        default: Step | None = None,
+        record: bool = True,
+    ) -> None:
         self._script = list(script)
         self._next = 0
         self._name = name
@@ -108,7 +129,9 @@ class ScriptedModel:
         """Steps not yet used."""
         return len(self._script) - self._next
 
-    async def complete(self, messages: Sequence[Message], tools: Sequence[dict[str, Any]]) -> ModelResponse:
+    async def complete(
+        self, messages: Sequence[Message], tools: Sequence[dict[str, Any]]
+    ) -> ModelResponse:
         """The next step's answer."""
         self.requests += 1
         if self.record:
@@ -120,7 +143,9 @@ class ScriptedModel:
         elif self.default is not None:
             step = self.default
         else:
-            raise ScriptExhausted(f"scripted model {self._name!r} has no step for call {self.requests}")
+            raise ScriptExhausted(
+                f"scripted model {self._name!r} has no step for call {self.requests}"
+            )
         if isinstance(step, BaseException):
             raise step
         if isinstance(step, ModelResponse):

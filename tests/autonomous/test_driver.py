@@ -32,13 +32,23 @@ class TestCompletion:
         """The done tool ends the run as completed with its detail and the summed usage."""
         model = ScriptedModel([call("tick", {"n": 1}), done("all good"), reply("summary")])
         result = await run_autonomous(builder(model, tools=[TICK]), "count")
-        assert (StopReason.COMPLETED, "all good", 1) == (result.reason, result.done_detail, result.turns)
+        assert (StopReason.COMPLETED, "all good", 1) == (
+            result.reason,
+            result.done_detail,
+            result.turns,
+        )
         assert (30, 15) == (result.input_tokens, result.output_tokens)
         assert "summary" == result.final_text
 
     async def test_final_text_is_the_last_answer_of_a_non_streaming_model(self) -> None:
         """final_text is the text of the model's last answer, not an empty stream buffer."""
-        model = ScriptedModel([reply("first turn"), call("report_done", {"state": "done"}, text="closing words"), reply("")])
+        model = ScriptedModel(
+            [
+                reply("first turn"),
+                call("report_done", {"state": "done"}, text="closing words"),
+                reply(""),
+            ]
+        )
         result = await run_autonomous(builder(model), "go")
         assert "closing words" == result.final_text
 
@@ -51,9 +61,13 @@ class TestCompletion:
 
     async def test_tool_results_follow_the_calls_in_order(self) -> None:
         """Several tool calls of one answer run in the order asked, each answered by id."""
-        model = ScriptedModel([calls([("tick", {"n": 1}), ("tick", {"n": 5})], ids=["a", "b"]), done(), reply("x")])
+        model = ScriptedModel(
+            [calls([("tick", {"n": 1}), ("tick", {"n": 5})], ids=["a", "b"]), done(), reply("x")]
+        )
         await run_autonomous(builder(model, tools=[TICK]), "go")
-        tool_msgs = [(m["tool_call_id"], m["content"]) for m in model.last_messages if m["role"] == "tool"]
+        tool_msgs = [
+            (m["tool_call_id"], m["content"]) for m in model.last_messages if m["role"] == "tool"
+        ]
         assert [("a", "2"), ("b", "6")] == tool_msgs[:2]
 
     async def test_no_done_tool_call_runs_until_max_turns(self) -> None:
@@ -74,7 +88,9 @@ class TestToolFailures:
 
     async def test_unknown_tool_and_bad_arguments_go_back_to_the_model(self) -> None:
         """Calls of unknown tools and malformed arguments are answered, never crash the run."""
-        model = ScriptedModel([calls([("nope", {}), ("tick", "{not json"), ("tick", {"m": 1})]), done(), reply("ok")])
+        model = ScriptedModel(
+            [calls([("nope", {}), ("tick", "{not json"), ("tick", {"m": 1})]), done(), reply("ok")]
+        )
         result = await run_autonomous(builder(model, tools=[TICK]), "go")
         contents = [m["content"] for m in model.last_messages if m["role"] == "tool"][:3]
         assert StopReason.COMPLETED == result.reason
@@ -84,7 +100,9 @@ class TestToolFailures:
     async def test_model_call_limit_is_a_turn_error(self) -> None:
         """A model that never stops calling tools ends the turn as ModelCallLimit."""
         model = ScriptedModel(default=call("tick", {"n": 1}))
-        result = await run_autonomous(builder(model, tools=[TICK]), "go", max_model_calls_per_turn=4)
+        result = await run_autonomous(
+            builder(model, tools=[TICK]), "go", max_model_calls_per_turn=4
+        )
         assert StopReason.RETRY_POLICY_ABORTED == result.reason
         assert isinstance(result.error, ModelCallLimit) and 4 == model.requests
 
@@ -94,7 +112,11 @@ class TestBudgets:
         """The input-token cap stops the run once reached."""
         model = ScriptedModel(default=reply("x"))
         result = await run_autonomous(builder(model), "go", max_input_tokens=25)
-        assert (StopReason.MAX_TOKENS_EXCEEDED, 3, 30) == (result.reason, result.turns, result.input_tokens)
+        assert (StopReason.MAX_TOKENS_EXCEEDED, 3, 30) == (
+            result.reason,
+            result.turns,
+            result.input_tokens,
+        )
 
     async def test_budgets_hold_inside_a_turn(self) -> None:
         """No model call starts once the output-token cap is reached, even mid-turn."""
@@ -107,7 +129,11 @@ class TestBudgets:
         tracker = Tracker()
         model = ScriptedModel(default=reply("x", input_tokens=1_000_000, output_tokens=0))
         result = await run_autonomous(
-            builder(model), "go", max_cost_usd=2.5, pricing=Pricing(input_per_mtok=1.0), tracker=tracker
+            builder(model),
+            "go",
+            max_cost_usd=2.5,
+            pricing=Pricing(input_per_mtok=1.0),
+            tracker=tracker,
         )
         assert (StopReason.MAX_COST_EXCEEDED, 3.0) == (result.reason, result.cost_usd)
         assert 3 == tracker.totals.calls and 3.0 == pytest.approx(tracker.totals.cost_usd)
@@ -121,7 +147,9 @@ class TestBudgets:
             return reply("x")
 
         model = ScriptedModel(default=slow)
-        result = await run_autonomous(builder(model), "go", max_wallclock=timedelta(seconds=100), clock=clock)
+        result = await run_autonomous(
+            builder(model), "go", max_wallclock=timedelta(seconds=100), clock=clock
+        )
         assert (StopReason.WALLCLOCK_EXCEEDED, 3) == (result.reason, result.turns)
 
     async def test_wallclock_is_checked_before_turns(self) -> None:
@@ -133,7 +161,9 @@ class TestBudgets:
             return reply("x")
 
         model = ScriptedModel(default=slow)
-        result = await run_autonomous(builder(model), "go", max_turns=1, max_wallclock=5, clock=clock)
+        result = await run_autonomous(
+            builder(model), "go", max_turns=1, max_wallclock=5, clock=clock
+        )
         assert StopReason.WALLCLOCK_EXCEEDED == result.reason
 
 
@@ -153,7 +183,16 @@ class TestRetryPolicy:
             seen.append(attempt)
             return RetryDecision.RETRY_TURN
 
-        model = ScriptedModel([RuntimeError("a"), RuntimeError("b"), reply("ok"), RuntimeError("c"), done(), reply("x")])
+        model = ScriptedModel(
+            [
+                RuntimeError("a"),
+                RuntimeError("b"),
+                reply("ok"),
+                RuntimeError("c"),
+                done(),
+                reply("x"),
+            ]
+        )
         result = await run_autonomous(builder(model), "go", retry_policy=policy)
         assert [1, 2, 1] == seen
         assert (StopReason.COMPLETED, 5) == (result.reason, result.turns)
@@ -211,7 +250,10 @@ class TestInbox:
                 await gate.wait()
 
         async with start_autonomous(
-            builder(model, session=ref), "go", before_turn=before, retry_policy=lambda e, a: RetryDecision.RETRY_TURN
+            builder(model, session=ref),
+            "go",
+            before_turn=before,
+            retry_policy=lambda e, a: RetryDecision.RETRY_TURN,
         ) as h:
             await h.ready()
             await h.inject("first")
@@ -232,8 +274,16 @@ class TestEventLog:
         model = ScriptedModel([call("tick", {"n": 1}), reply("a"), done(), reply("b")])
         await run_autonomous(builder(model, tools=[TICK], session=ref), "go")
         assert [
-            "user_message", "assistant_message", "tool_result", "assistant_message", "checkpoint",
-            "user_message", "assistant_message", "tool_result", "assistant_message", "checkpoint",
+            "user_message",
+            "assistant_message",
+            "tool_result",
+            "assistant_message",
+            "checkpoint",
+            "user_message",
+            "assistant_message",
+            "tool_result",
+            "assistant_message",
+            "checkpoint",
         ] == await kinds(ref.log, ref)
         cps = await checkpoints(ref)
         assert [None, "completed"] == [c.stop_reason for c in cps]
@@ -248,7 +298,7 @@ class TestMisuse:
 
     async def test_unknown_option_is_named(self) -> None:
         """An unknown keyword names itself."""
-        with pytest.raises(ConfigurationError, match="max_turn\\b"):
+        with pytest.raises(ConfigurationError, match=r"max_turn\b"):
             await run_autonomous(builder(ScriptedModel()), "go", max_turn=3)
 
     async def test_ask_gate_without_prompter_fails_before_build(self) -> None:
