@@ -14,6 +14,8 @@ AutonomousError
 
 from __future__ import annotations
 
+import permissions as _permissions
+
 
 class AutonomousError(Exception):
     """Root of every error the autonomous package raises."""
@@ -23,8 +25,11 @@ class ConfigurationError(AutonomousError, ValueError):
     """A misuse caught before the run starts: the message names the option and the fix."""
 
 
-class GateWouldDeadlock(ConfigurationError):
-    """The permission gate could prompt but has no prompter: the first tool call would hang."""
+class GateWouldDeadlock(ConfigurationError, _permissions.GateWouldDeadlock):
+    """The permission gate could prompt but has no prompter: the first tool call would hang.
+
+    Also a :class:`permissions.GateWouldDeadlock`, so either ``except`` catches it.
+    """
 
 
 class RunFinished(AutonomousError, RuntimeError):

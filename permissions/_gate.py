@@ -1,0 +1,94 @@
+"""Gate: the permission check the driver runs before every tool call."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+import attrs
+
+from ._caller import Caller
+from ._decision import Decision, decide
+from ._errors import GateWouldDeadlock
+from ._mode import Mode
+from ._request import PermissionRequest, Prompter
+from ._rules import Rule, to_rules
+
+_MAX_ERROR_TEXT = 200
+
+
+def _positive_timeout(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
+    if math.isnan(value) or value <= 0:
+        raise ValueError(
+            f"Gate.prompt_timeout must be > 0 seconds (math.inf for no limit), got {value!r}"
+        )
+
+
+@attrs.frozen(eq=False)
+class Gate:
+    """Decides whether a tool call may run, by mode, rules and (in ASK mode) a prompter.
+
+    ``allow`` and ``deny`` take ``Rule`` objects or glob strings (shorthand for
+    ``Rule(tool=s)``); a matching deny rule wins over everything, in every mode (see ``Mode``).
+    A prompt is bounded by ``prompt_timeout`` seconds: a prompter that runs out of time or
+    raises is a denial whose reason says so; cancellation of the caller still propagates.
+    Call ``startup_check()`` before a run so a gate that would wait forever fails at once.
+    """
+
+    mode: Mode = attrs.field(default=Mode.ASK, converter=Mode)
+    prompter: Prompter | None = None
+    allow: tuple[Rule, ...] = attrs.field(default=(), converter=to_rules, kw_only=True)
+    deny: tuple[Rule, ...] = attrs.field(default=(), converter=to_rules, kw_only=True)
+    prompt_timeout: float = attrs.field(
+        default=60.0, converter=float, validator=_positive_timeout, kw_only=True
+    )
+
+    def startup_check(self) -> None:
+        """Raise ``GateWouldDeadlock`` when the gate could prompt but has no prompter."""
+        if self.mode.can_prompt and self.prompter is None:
+            raise GateWouldDeadlock(
+                f"the permission gate is in {self.mode.value!r} mode, which asks a prompter "
+                "about tool calls that no allow rule covers, but no prompter is set: pass "
+                "Gate(prompter=...) (permissions.TerminalPrompter() for a terminal), or choose "
+                "a mode that never prompts (Mode.ALLOW, Mode.YOLO or Mode.PLAN)"
+            )
+
+    async def check(
+        self,
+        tool: str,
+        arguments: Mapping[str, Any],
+        *,
+        caller: Caller | None = None,
+        read_only: bool = False,
+    ) -> Decision:
+        """Decide whether ``tool`` may run with ``arguments`` for ``caller``.
+
+        Never raises for a prompter's failure or timeout (those are denials); only the
+        caller's own cancellation propagates.
+        """
+        decision = decide(
+            self.mode, self.allow, self.deny, tool, caller=caller, read_only=read_only
+        )
+        if decision is not None:
+            return decision
+        if self.prompter is None:
+            return Decision(False, f"{self.mode.value} mode: no prompter is set to ask", self.mode)
+        request = PermissionRequest(tool, arguments, caller, read_only)
+        return await self._prompt(self.prompter, request)
+
+    async def _prompt(self, prompter: Prompter, request: PermissionRequest) -> Decision:
+        answer: object = False
+        try:
+            with anyio.move_on_after(self.prompt_timeout) as scope:
+                answer = await prompter(request)
+        except Exception as exc:  # a failing prompter is a denial; cancellation is not caught
+            text = f"{type(exc).__name__}: {exc}"[:_MAX_ERROR_TEXT]
+            return Decision(False, f"denied: prompter failed: {text}", self.mode, True)
+        if scope.cancelled_caught or scope.cancel_called:
+            reason = f"denied: prompter timed out after {self.prompt_timeout:g} s"
+            return Decision(False, reason, self.mode, True)
+        if answer is True:
+            return Decision(True, "allowed by prompter", self.mode, True)
+        return Decision(False, "denied by prompter", self.mode, True)

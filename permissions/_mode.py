@@ -1,0 +1,29 @@
+"""Mode: how the gate treats a tool call that no rule decides."""
+
+from __future__ import annotations
+
+import enum
+
+
+class Mode(enum.StrEnum):
+    """How the gate decides; deny rules deny in every mode.
+
+    - ``ASK``: allow rules allow; every other call goes to the prompter.
+    - ``ALLOW``: every call is allowed unless a deny rule matches.
+    - ``YOLO``: allow everything without asking; allow rules are moot, but explicit deny rules
+      are still honoured (a deny rule is a promise the operator made).
+    - ``PLAN``: only calls marked read-only are allowed; allow rules do not widen this.
+    """
+
+    ASK = "ask"
+    ALLOW = "allow"
+    YOLO = "yolo"
+    PLAN = "plan"
+
+    @property
+    def can_prompt(self) -> bool:
+        """True for the modes in which the gate may ask a prompter."""
+        return self in _PROMPTING_MODES
+
+
+_PROMPTING_MODES = frozenset({Mode.ASK})
