@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 import attrs
 
@@ -13,9 +14,9 @@ from ._options import RunOptions
 from ._result import RetryDecision, StopReason
 
 
-@attrs.frozen
-class Totals:
-    """What a run has spent so far: turns, tokens, dollars and model calls."""
+class Totals(NamedTuple):
+    """What a run has spent so far: turns, tokens, dollars and model calls (an immutable value;
+    a named tuple because it is rebuilt at every model call)."""
 
     turns: int = 0
     input_tokens: int = 0
@@ -35,7 +36,7 @@ class Totals:
 
     def add_turn(self) -> Totals:
         """These totals plus one executed turn."""
-        return attrs.evolve(self, turns=self.turns + 1)
+        return self._replace(turns=self.turns + 1)
 
 
 def _spend_exceeded(opts: RunOptions, totals: Totals) -> StopReason | None:

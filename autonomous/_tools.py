@@ -294,7 +294,13 @@ def format_result(value: Any, max_chars: int) -> str:
     ``"\\n…[truncated: N more characters]"``, so the result is longer than ``max_chars`` by
     the marker's length.
     """
-    if isinstance(value, str):
+    kind = type(value)
+    text: str
+    if kind is str:
+        text = value
+    elif kind is int or kind is float:  # the common cheap case, same text as JSON
+        text = repr(value)
+    elif isinstance(value, str):
         text = value
     elif value is None:
         text = ""

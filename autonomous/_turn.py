@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import types
+from collections.abc import Callable, Coroutine, Generator
 from typing import Any
 
 import anyio
@@ -160,8 +161,11 @@ class TurnRunner:
                 return f"denied: {decision.reason}", "denied"
         timeout = tool.timeout if tool.timeout is not None else self.opts.tool_timeout
         try:
+            finished, value, pending = _start(tool.invoke(args))
+            if finished:
+                return format_result(value, self.opts.max_tool_result_chars), "ok"
             with anyio.move_on_after(timeout if timeout > 0 else None) as scope:
-                value = await tool.invoke(args)
+                value = await _finish(pending)
         except Exception as exc:
             return format_error(exc), "error"
         if scope.cancelled_caught:
@@ -169,6 +173,40 @@ class TurnRunner:
                 raise ToolTimeoutError(f"tool {tool.name} timed out after {timeout:g} s")
             return f"error: tool {tool.name} timed out after {timeout:g} s", "timeout"
         return format_result(value, self.opts.max_tool_result_chars), "ok"
+
+
+def _start(coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any, Any]:
+    """Run a tool coroutine's first step now, as ``await`` would.
+
+    Most tool calls finish without ever suspending; those need no timeout scope (which costs
+    more than the call). Returns ``(True, result, None)`` for a finished call, else
+    ``(False, None, (coro, yielded))`` for :func:`_finish` to drive under the timeout.
+    """
+    try:
+        yielded = coro.send(None)
+    except StopIteration as stop:
+        return True, stop.value, None
+    return False, None, (coro, yielded)
+
+
+@types.coroutine
+def _finish(pending: tuple[Coroutine[Any, Any, Any], Any]) -> Generator[Any, Any, Any]:
+    """Drive a started coroutine to its end, exactly as ``yield from`` would (so cancellation
+    thrown in reaches the tool)."""
+    coro, value = pending
+    while True:
+        try:
+            sent = yield value
+        except BaseException as exc:  # forwarded into the tool, which re-raises or handles it
+            try:
+                value = coro.throw(exc)
+            except StopIteration as stop:
+                return stop.value
+        else:
+            try:
+                value = coro.send(sent)
+            except StopIteration as stop:
+                return stop.value
 
 
 def _originator(caller: Caller | None) -> Any:

@@ -1,0 +1,233 @@
+"""Per-model-call overhead of the loop against bare floors, and memory per concurrent run.
+
+Runs T model calls of a one-tool loop (T-1 calls of an async ``tick(n) -> n + 1``, then a final
+answer) on ScriptedModel, in-process, no HTTP, logging off. Prints microseconds per model call
+(median of several runs) at T=50 and T=500 with the in-memory log and with the SQLite log,
+next to two floors timed in the same process: a bare asyncio loop doing the same scripted calls,
+and that loop appending one row per step with aiosqlite. Also: commits and bytes written per
+model call with SQLite, and memory per run with 1,000 concurrent runs of 5 calls each.
+
+    python bench/overhead.py            # the full run (about a minute)
+    python bench/overhead.py --quick    # fewer repetitions
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import logging
+import statistics
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+import anyio
+import structlog
+
+from autonomous import Agent, StopReason, function_tool, run_autonomous, start_autonomous
+from autonomous.testing import ScriptedModel, call, reply
+from eventlog import EventLog, MemoryEventLog, SessionRef, SqliteEventLog
+
+
+async def tick(n: int) -> int:
+    """Return n plus one."""
+    return n + 1
+
+
+TICK = function_tool(tick)
+
+
+def script(calls: int) -> list[Any]:
+    """calls-1 tick calls, then a final answer."""
+    return [call("tick", {"n": i}, id=f"c{i}") for i in range(calls - 1)] + [reply("final")]
+
+
+def _wchar() -> int:
+    """Bytes this process passed to write() so far (Linux /proc/self/io)."""
+    try:
+        for line in Path("/proc/self/io").read_text().splitlines():
+            if line.startswith("wchar:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+# ---- floors -----------------------------------------------------------------------------
+
+
+async def bare_loop(steps: list[Any], db: aiosqlite.Connection | None = None) -> None:
+    """The floor: the same scripted calls and tool calls, no runtime around them."""
+    model = ScriptedModel(steps, record=False)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    specs = [TICK.spec()]
+    while True:
+        response = await model.complete(messages, specs)
+        messages.append({"role": "assistant", "content": response.text})
+        for c in response.tool_calls:
+            result = await tick(**json.loads(c.arguments))
+            messages.append({"role": "tool", "tool_call_id": c.id, "content": str(result)})
+        if db is not None:
+            await db.execute("INSERT INTO steps(payload) VALUES (?)", (json.dumps(messages[-1]),))
+            await db.commit()
+        if not response.tool_calls:
+            return
+
+
+async def open_floor_db(path: Path, synchronous: str) -> aiosqlite.Connection:
+    """An aiosqlite connection set up like the event log (WAL, given synchronous level)."""
+    db = await aiosqlite.connect(path)
+    await db.execute("PRAGMA journal_mode=WAL")
+    await db.execute(f"PRAGMA synchronous={synchronous}")
+    await db.execute("CREATE TABLE IF NOT EXISTS steps(id INTEGER PRIMARY KEY, payload TEXT)")
+    await db.commit()
+    return db
+
+
+# ---- the library ------------------------------------------------------------------------
+
+
+async def library_run(steps: list[Any], log: EventLog | None, session_id: str) -> None:
+    """One run_autonomous of the scripted loop (one turn of len(steps) model calls)."""
+    model = ScriptedModel(steps, record=False)
+    session = SessionRef(log, "bench", "bench", session_id) if log is not None else None
+
+    def build(extra: list[Any]) -> Agent:
+        return Agent(model, tools=[TICK, *extra], session=session)
+
+    result = await run_autonomous(build, "go", max_turns=1, max_model_calls_per_turn=len(steps))
+    assert (result.reason, result.turns) == (StopReason.MAX_TURNS_EXCEEDED, 1), result
+
+
+async def timed(fn: Callable[[], Awaitable[None]], repeats: int) -> float:
+    """Median seconds of ``repeats`` runs of fn (after one warm-up)."""
+    await fn()
+    times = []
+    for _ in range(repeats):
+        gc.collect()
+        start = time.perf_counter()
+        await fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+class CountingLog:
+    """Wraps a log to count append batches (one batch = one transaction = one commit)."""
+
+    def __init__(self, inner: SqliteEventLog) -> None:
+        self.inner = inner
+        self.durable = True
+        self.appends = 0
+
+    async def append(self, events: Any) -> Any:
+        self.appends += 1
+        return await self.inner.append(events)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+async def bench_t(calls: int, repeats: int, tmp: Path, synchronous: str) -> dict[str, float]:
+    """Every figure at one T."""
+    steps = script(calls)
+    out: dict[str, float] = {}
+    out["bare"] = await timed(lambda: bare_loop(steps), repeats) / calls * 1e6
+    out["memory"] = await timed(lambda: library_run(steps, None, "m"), repeats) / calls * 1e6
+    db = await open_floor_db(tmp / f"floor-{calls}-{synchronous}.db", synchronous)
+    out["bare_sqlite"] = await timed(lambda: bare_loop(steps, db), repeats) / calls * 1e6
+    await db.close()
+    log = SqliteEventLog(tmp / f"lib-{calls}-{synchronous}.db", synchronous=synchronous)
+    counter = CountingLog(log)
+    n = 0
+
+    async def one() -> None:
+        nonlocal n
+        n += 1
+        await library_run(steps, counter, f"s{n}")  # type: ignore[arg-type]
+
+    out["sqlite"] = await timed(one, repeats) / calls * 1e6
+    counter.appends = 0
+    before = _wchar()
+    await one()
+    out["bytes_per_call"] = (_wchar() - before) / calls
+    out["commits_per_call"] = counter.appends / calls
+    await log.aclose()
+    return out
+
+
+async def bench_memory(runs: int, calls: int) -> float:
+    """KiB per run while ``runs`` runs of ``calls`` model calls are all in flight at once."""
+    release = anyio.Event()
+    arrived = 0
+
+    async def gate(messages: Any, tools: Any) -> Any:
+        nonlocal arrived
+        arrived += 1
+        await release.wait()
+        return call("tick", {"n": 1})
+
+    def make(i: int) -> Callable[[list[Any]], Agent]:
+        steps = [call("tick", {"n": 0}), call("tick", {"n": 1}), gate, call("tick", {"n": 2}), reply("f")]
+        model = ScriptedModel(steps, record=False)
+        return lambda extra: Agent(model, tools=[TICK, *extra])
+
+    gc.collect()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    async with anyio.create_task_group() as tg:
+        handles = []
+        for i in range(runs):
+            cm = start_autonomous(make(i), "go", max_turns=1)
+            handles.append(cm)
+            tg.start_soon(_hold, cm)
+        while arrived < runs:
+            await anyio.sleep(0.01)
+        gc.collect()
+        during = tracemalloc.get_traced_memory()[0]
+        release.set()
+    tracemalloc.stop()
+    return (during - base) / runs / 1024
+
+
+async def _hold(cm: Any) -> None:
+    async with cm as h:
+        await h.wait()
+
+
+async def main(quick: bool) -> None:
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))
+    repeats = 5 if quick else 15
+    print(f"python {sys.version.split()[0]}; median of {repeats} runs; microseconds per model call")
+    with tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        results = {}
+        for synchronous in ("NORMAL", "FULL"):
+            for calls in (50, 500):
+                r = await bench_t(calls, repeats if calls == 50 else max(3, repeats // 3), tmp, synchronous)
+                results[(synchronous, calls)] = r
+        header = f"{'T':>4} {'sync':>6} {'bare':>7} {'memory':>8} {'x bare':>7} {'bare+sql':>9} {'sqlite':>8} {'x floor':>8} {'commits':>8} {'bytes':>7}"
+        print(header)
+        for (synchronous, calls), r in results.items():
+            print(
+                f"{calls:>4} {synchronous:>6} {r['bare']:>7.1f} {r['memory']:>8.1f} {r['memory'] / r['bare']:>7.1f}"
+                f" {r['bare_sqlite']:>9.1f} {r['sqlite']:>8.1f} {r['sqlite'] / r['bare_sqlite']:>8.2f}"
+                f" {r['commits_per_call']:>8.2f} {r['bytes_per_call']:>7.0f}"
+            )
+        n50, n500 = results[("NORMAL", 50)], results[("NORMAL", 500)]
+        print(f"late/early (T=500 vs T=50), memory log: {n500['memory'] / n50['memory']:.2f}")
+        print(f"late/early (T=500 vs T=50), sqlite log: {n500['sqlite'] / n50['sqlite']:.2f}")
+        print(f"bytes per call T=500 / T=50 (sqlite): {n500['bytes_per_call'] / n50['bytes_per_call']:.2f}")
+    kib = await bench_memory(1000, 5)
+    print(f"memory per concurrent run (1,000 runs of 5 calls, in-memory log): {kib:.1f} KiB")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+    anyio.run(main, parser.parse_args().quick)
