@@ -188,14 +188,14 @@ class Run:
         if self.opts.done_tool_name not in {t.name for t in agent.tools}:
             self.log.warning("done_tool_missing", tool=self.opts.done_tool_name)
 
-    def _pricing(self, agent: Agent) -> Pricing:
+    async def _pricing(self, agent: Agent) -> Pricing:
         if self.opts.pricing is not None:
             return self.opts.pricing
         from ._litellm import LiteLLMModel
 
         if isinstance(agent.model, LiteLLMModel):
-            try:
-                return Pricing.for_model(agent.model.name)
+            try:  # in a thread: the first use imports litellm (seconds), the loop must go on
+                return await anyio.to_thread.run_sync(Pricing.for_model, agent.model.name)
             except LookupError:
                 pass
         if self.opts.max_cost_usd:
@@ -219,7 +219,7 @@ class Run:
             control=control,
             conv=self.conv,
             opts=self.opts,
-            pricing=self._pricing(agent),
+            pricing=await self._pricing(agent),
             tracker=self.opts.tracker,
             hub=self.hub,
             gate=self.opts.permissions_gate,

@@ -1,5 +1,7 @@
 """Test helpers for users of the library: a scripted model, a fake clock, a scripted server.
 
+``server`` holds the HTTP server's step builders (``server.reply``, ``server.call`` ...).
+
 ``ScriptedModel`` answers from a script without any network, for unit tests of agents and for
 benchmarks that must not measure HTTP. ``ScriptedServer`` is an OpenAI-compatible HTTP server on
 127.0.0.1 for tests that go through litellm's real HTTP path.
@@ -16,7 +18,9 @@ from typing import Any
 from scheduler import FakeClock
 from usage import Usage
 
+from . import _scripted_server as server
 from ._model import Message, ModelResponse, ToolCall
+from ._scripted_server import ScriptedServer
 
 #: A script step: a response, an exception to raise, or a function of the request.
 Step = (
@@ -160,6 +164,8 @@ class ScriptedModel:
 
 __all__ = [
     "FakeClock",
+    "ScriptedServer",
+    "server",
     "ScriptExhausted",
     "ScriptedModel",
     "Step",

@@ -30,7 +30,9 @@ def builder(
     """A build function putting the run's extra tools next to ``tools``."""
 
     def build(extra_tools: list[Tool]) -> Agent:
-        return Agent(model, instructions=instructions, tools=[*tools, *extra_tools], session=session)
+        return Agent(
+            model, instructions=instructions, tools=[*tools, *extra_tools], session=session
+        )
 
     return build
 

@@ -1,7 +1,5 @@
 """Specification of the tool layer: schemas, Tool, function_tool, arguments and results."""
 
-# ruff: noqa: SIM300  (expected value first, as the style guide asks)
-
 from __future__ import annotations
 
 import enum

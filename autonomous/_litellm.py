@@ -1,0 +1,277 @@
+"""LiteLLMModel: the Model protocol over ``litellm.acompletion``, the one place litellm is called.
+
+litellm is imported on the first call, not at import time (the import takes seconds), in a worker
+thread so the event loop keeps running meanwhile. litellm's documented switches for the catalogs
+it would otherwise fetch from GitHub are set first, unless the environment already says otherwise:
+``LITELLM_LOCAL_MODEL_COST_MAP=True`` (the price map, fetched at import) and
+``LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS=True`` (fetched, blocking, on the first Anthropic call).
+Retries belong to the run's retry policy: unless the caller passes ``num_retries`` or
+``max_retries``, both are 0, so neither litellm nor the OpenAI SDK under it repeats a failed call.
+Every failure becomes a :class:`ModelError` with litellm's exception as the ``__cause__``;
+cancellation is never caught, and it aborts the HTTP request in flight.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
+
+import anyio.to_thread
+
+from usage import Usage
+
+from ._errors import ModelError
+from ._model import Message, ModelResponse, ToolCall
+
+__all__ = ["LiteLLMModel"]
+
+#: litellm's documented switches to use its bundled copies instead of fetching them.
+_LOCAL_CATALOG_SWITCHES = ("LITELLM_LOCAL_MODEL_COST_MAP", "LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS")
+#: The longest error description kept in a ModelError message.
+_MAX_DESCRIPTION = 300
+
+
+class LiteLLMModel:
+    """A :class:`~autonomous._model.Model` that calls ``litellm.acompletion``.
+
+    ``model`` is a litellm model string (``"openai/gpt-4o-mini"``, ``"anthropic/..."``); every
+    keyword goes to ``litellm.acompletion`` unchanged (``api_base``, ``api_key``, ``temperature``,
+    ``timeout`` ...). ``stream=True`` streams the answer and asks for usage in the stream; the
+    result is the same :class:`ModelResponse` either way.
+    """
+
+    __slots__ = ("_kwargs", "_model")
+
+    def __init__(self, model: str, **completion_kwargs: Any) -> None:
+        if not model.strip():
+            raise ValueError("LiteLLMModel needs a model name, e.g. 'openai/gpt-4o-mini'")
+        self._model = model
+        self._kwargs = dict(completion_kwargs)
+
+    @property
+    def name(self) -> str:
+        """The litellm model string, used for pricing and the usage tracker."""
+        return self._model
+
+    @property
+    def completion_kwargs(self) -> Mapping[str, Any]:
+        """The keywords passed to every ``litellm.acompletion`` call (read-only)."""
+        return MappingProxyType(self._kwargs)
+
+    def __repr__(self) -> str:
+        # Keywords stay out: they usually hold an API key.
+        return f"LiteLLMModel({self._model!r})"
+
+    async def complete(
+        self, messages: Sequence[Message], tools: Sequence[dict[str, Any]]
+    ) -> ModelResponse:
+        """One model call through litellm; raises :class:`ModelError` when it fails."""
+        litellm = await _import_litellm()
+        kwargs = self._call_kwargs(tools)
+        try:
+            response = await litellm.acompletion(
+                model=self._model, messages=copy.deepcopy(list(messages)), **kwargs
+            )
+            if kwargs.get("stream"):
+                return await _collect_stream(response, self._model)
+        except ModelError:
+            raise
+        except Exception as exc:  # BaseException (cancellation) is never caught
+            raise ModelError(f"model call to {self._model} failed: {_describe(exc)}") from exc
+        return _to_response(response, self._model)
+
+    def _call_kwargs(self, tools: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """The keywords for one call: the caller's, plus no retries and usage in streams."""
+        kwargs = dict(self._kwargs)
+        if "num_retries" not in kwargs and "max_retries" not in kwargs:
+            # num_retries: litellm's own retry wrapper; max_retries: the OpenAI SDK's (2 by
+            # default). litellm copies num_retries over max_retries, so set both or neither.
+            kwargs.update(num_retries=0, max_retries=0)
+        if kwargs.get("stream"):
+            kwargs.setdefault("stream_options", {"include_usage": True})
+        if tools:
+            kwargs["tools"] = copy.deepcopy(list(tools))
+        return kwargs
+
+
+async def _import_litellm() -> Any:
+    """litellm, imported on first use in a worker thread, using its bundled catalogs."""
+    for switch in _LOCAL_CATALOG_SWITCHES:
+        os.environ.setdefault(switch, "True")
+    if "litellm" not in sys.modules:
+        await anyio.to_thread.run_sync(importlib.import_module, "litellm", abandon_on_cancel=True)
+    import litellm  # already loaded; waits if another thread is still loading it
+
+    return litellm
+
+
+# --------------------------------------------------------------------------- mapping
+
+
+def _field(obj: Any, name: str) -> Any:
+    """``obj.name`` or ``obj[name]``: litellm hands out pydantic objects, some providers dicts."""
+    if obj is None:
+        return None
+    if isinstance(obj, Mapping):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and value > 0 else 0
+
+
+def _to_usage(raw: Any) -> Usage:
+    """Our Usage from an OpenAI-style usage object (missing counts are 0)."""
+    details = _field(raw, "prompt_tokens_details")
+    return Usage(
+        input_tokens=_count(_field(raw, "prompt_tokens")),
+        output_tokens=_count(_field(raw, "completion_tokens")),
+        cached_input_tokens=_count(_field(details, "cached_tokens")),
+    )
+
+
+def _arguments_text(arguments: Any) -> str:
+    """Tool-call arguments as JSON text; some providers give a dict instead of a string."""
+    if arguments is None:
+        return ""
+    if isinstance(arguments, str):
+        return arguments
+    return json.dumps(arguments)
+
+
+def _text(content: Any) -> str:
+    """Message content as text: a string, or the text parts of a content list."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(_field(part, "text") or "") for part in content)
+    return ""
+
+
+def _to_response(response: Any, model: str) -> ModelResponse:
+    """Our ModelResponse from a non-streaming litellm response."""
+    choices = _field(response, "choices") or []
+    if not choices:
+        raise ModelError(f"model call to {model} failed: the response has no choices")
+    message = _field(choices[0], "message")
+    tool_calls = tuple(
+        ToolCall(
+            id=_field(tc, "id") or f"call_{index}",
+            name=_field(_field(tc, "function"), "name") or "",
+            arguments=_arguments_text(_field(_field(tc, "function"), "arguments")),
+        )
+        for index, tc in enumerate(_field(message, "tool_calls") or ())
+    )
+    return ModelResponse(
+        text=_text(_field(message, "content")),
+        tool_calls=tool_calls,
+        usage=_to_usage(_field(response, "usage")),
+        model=_field(response, "model") or model,
+    )
+
+
+def _describe(exc: BaseException) -> str:
+    """A one-line description of a provider error: its type, HTTP status and first line."""
+    status = _field(exc, "status_code")
+    head = type(exc).__name__ + (f" (HTTP {status})" if isinstance(status, int) else "")
+    lines = str(exc).strip().splitlines()
+    first = (lines[0] if lines else "").removeprefix(f"litellm.{type(exc).__name__}: ")
+    if len(first) > _MAX_DESCRIPTION:
+        first = first[: _MAX_DESCRIPTION - 3] + "..."
+    return f"{head}: {first}" if first else head
+
+
+# --------------------------------------------------------------------------- streaming
+
+
+class _PartialCall:
+    """One tool call being put together from stream deltas."""
+
+    __slots__ = ("arguments", "id", "name")
+
+    def __init__(self) -> None:
+        self.id = ""
+        self.name = ""
+        self.arguments = ""
+
+
+class _StreamAccumulator:
+    """Adds up one streamed answer: text, tool-call deltas by index, and usage taken once."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.calls: dict[int, _PartialCall] = {}
+        self.usage = Usage()
+        self.model = ""
+
+    def add(self, chunk: Any) -> None:
+        """Fold one stream chunk in."""
+        self.model = _field(chunk, "model") or self.model
+        usage = _to_usage(_field(chunk, "usage"))
+        if usage != Usage():  # some providers repeat usage on several chunks: keep the last
+            self.usage = usage
+        for choice in _field(chunk, "choices") or ():
+            if (_field(choice, "index") or 0) != 0:
+                continue
+            delta = _field(choice, "delta")
+            self.text.append(_text(_field(delta, "content")))
+            for tc in _field(delta, "tool_calls") or ():
+                self._add_call(tc)
+
+    def _add_call(self, delta: Any) -> None:
+        call_id = _field(delta, "id") or ""
+        index = _field(delta, "index")
+        if not isinstance(index, int):  # no index: an unseen id starts a new call
+            index = self._index_without_position(call_id)
+        partial = self.calls.setdefault(index, _PartialCall())
+        partial.id = call_id or partial.id
+        function = _field(delta, "function")
+        partial.name = partial.name or _field(function, "name") or ""
+        arguments = _field(function, "arguments")
+        if isinstance(arguments, str):
+            partial.arguments += arguments
+        elif arguments is not None:  # a whole dict at once
+            partial.arguments = json.dumps(arguments)
+
+    def _index_without_position(self, call_id: str) -> int:
+        """Where a delta without an index goes: its id's call, a new call, or the last one."""
+        for index, partial in self.calls.items():
+            if call_id and partial.id == call_id:
+                return index
+        if call_id or not self.calls:
+            return max(self.calls, default=-1) + 1
+        return max(self.calls)
+
+    def result(self, model: str) -> ModelResponse:
+        """The answer put together so far."""
+        ordered = [self.calls[index] for index in sorted(self.calls)]
+        tool_calls = tuple(
+            ToolCall(id=c.id or f"call_{i}", name=c.name, arguments=c.arguments)
+            for i, c in enumerate(ordered)
+        )
+        return ModelResponse(
+            text="".join(self.text),
+            tool_calls=tool_calls,
+            usage=self.usage,
+            model=self.model or model,
+        )
+
+
+async def _collect_stream(stream: Any, model: str) -> ModelResponse:
+    """Read a litellm stream to its end (closing it in any case) into one ModelResponse."""
+    accumulator = _StreamAccumulator()
+    try:
+        async for chunk in stream:
+            accumulator.add(chunk)
+    finally:
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            await aclose()
+    return accumulator.result(model)

@@ -1,0 +1,574 @@
+"""A scripted OpenAI-compatible chat-completions server on 127.0.0.1, for tests and examples.
+
+Model calls in this project's tests go through litellm's real HTTP path; this server is the other
+end. It answers ``POST /v1/chat/completions`` (and ``/chat/completions``) with the next queued
+*step*, plain JSON or server-sent events when the request asks for ``"stream": true``, and
+``GET /v1/models`` with its model list::
+
+    with ScriptedServer() as srv:
+        srv.push(call("check_disk", {"path": "/"}), reply("all good"))
+        model = LiteLLMModel("openai/scripted-model", api_base=srv.api_base, api_key="test")
+        ...
+        assert srv.requests[0]["tools"][0]["function"]["name"] == "check_disk"
+
+Steps are frozen values built by :func:`reply`, :func:`call`, :func:`calls`, :func:`error`,
+:func:`hang` and :func:`delay`. When the queue is empty the server plays
+:attr:`ScriptedServer.default`, an HTTP 500 "script exhausted" error unless set otherwise, so a
+test that under-scripts notices.
+The server runs in a daemon thread and ``close()`` joins every thread it started.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import re
+import select
+import socket
+import threading
+import time
+import urllib.parse
+from collections.abc import Iterator, Mapping, Sequence
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import attrs
+
+__all__ = [
+    "AnswerStep",
+    "DelayStep",
+    "ErrorStep",
+    "HangStep",
+    "ScriptedServer",
+    "ScriptedToolCall",
+    "Step",
+    "call",
+    "calls",
+    "delay",
+    "error",
+    "hang",
+    "reply",
+]
+
+_CHAT_PATHS = frozenset({"/v1/chat/completions", "/chat/completions"})
+_MODELS_PATHS = frozenset({"/v1/models", "/models"})
+#: How often a waiting handler checks for shutdown and for a client that went away (seconds).
+_POLL = 0.02
+#: How long ``close()`` waits for a connection thread before calling it a bug (seconds).
+_JOIN_TIMEOUT = 5.0
+
+
+# --------------------------------------------------------------------------- steps
+
+
+@attrs.frozen
+class ScriptedToolCall:
+    """One tool call in a scripted answer; ``id=None`` lets the server number it per request."""
+
+    name: str
+    arguments: str
+    id: str | None = None
+
+
+@attrs.frozen
+class AnswerStep:
+    """A successful answer: text, tool calls, and the usage the server reports for it."""
+
+    text: str = ""
+    tool_calls: tuple[ScriptedToolCall, ...] = ()
+    input_tokens: int = 10
+    output_tokens: int = 5
+    cached_tokens: int = 0
+
+
+@attrs.frozen
+class ErrorStep:
+    """An HTTP error answer with an OpenAI-style ``{"error": {...}}`` body."""
+
+    status: int = 500
+    message: str = "scripted error"
+
+
+@attrs.frozen
+class HangStep:
+    """Never answer: hold the request until the client disconnects or the server closes."""
+
+
+@attrs.frozen
+class DelayStep:
+    """Wait ``seconds`` (cut short if the client leaves or the server closes), then ``step``."""
+
+    seconds: float
+    step: Step
+
+
+#: Anything the server can play for one request.
+Step = AnswerStep | ErrorStep | HangStep | DelayStep
+
+
+def reply(
+    text: str, *, input_tokens: int = 10, output_tokens: int = 5, cached_tokens: int = 0
+) -> AnswerStep:
+    """A plain text answer with the given usage."""
+    return AnswerStep(text, (), input_tokens, output_tokens, cached_tokens)
+
+
+def call(
+    name: str,
+    arguments: Mapping[str, Any] | str,
+    *,
+    id: str | None = None,
+    text: str = "",
+    input_tokens: int = 10,
+    output_tokens: int = 5,
+    cached_tokens: int = 0,
+) -> AnswerStep:
+    """An answer asking for one tool call; a mapping of arguments is sent as JSON text."""
+    tool_call = ScriptedToolCall(name, _arguments_text(arguments), id)
+    return AnswerStep(text, (tool_call,), input_tokens, output_tokens, cached_tokens)
+
+
+def calls(
+    items: Sequence[AnswerStep | tuple[str, Mapping[str, Any] | str]],
+    *,
+    text: str = "",
+    input_tokens: int = 10,
+    output_tokens: int = 5,
+    cached_tokens: int = 0,
+) -> AnswerStep:
+    """An answer asking for several tool calls, in order.
+
+    Each item is a ``(name, arguments)`` pair or a :func:`call` step, whose tool calls are taken
+    (its text and usage are not).
+    """
+    tool_calls: list[ScriptedToolCall] = []
+    for item in items:
+        if isinstance(item, AnswerStep):
+            tool_calls.extend(item.tool_calls)
+        else:
+            name, arguments = item
+            tool_calls.append(ScriptedToolCall(name, _arguments_text(arguments)))
+    return AnswerStep(text, tuple(tool_calls), input_tokens, output_tokens, cached_tokens)
+
+
+def error(status: int = 500, message: str = "scripted error") -> ErrorStep:
+    """An HTTP error answer (500 unless told otherwise)."""
+    return ErrorStep(status, message)
+
+
+def hang() -> HangStep:
+    """A request that is never answered (for cancellation and timeout tests)."""
+    return HangStep()
+
+
+def delay(seconds: float, step: Step) -> DelayStep:
+    """Play ``step`` after ``seconds``."""
+    return DelayStep(seconds, step)
+
+
+def _arguments_text(arguments: Mapping[str, Any] | str) -> str:
+    return arguments if isinstance(arguments, str) else json.dumps(dict(arguments))
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _usage(step: AnswerStep) -> dict[str, Any]:
+    return {
+        "prompt_tokens": step.input_tokens,
+        "completion_tokens": step.output_tokens,
+        "total_tokens": step.input_tokens + step.output_tokens,
+        "prompt_tokens_details": {"cached_tokens": step.cached_tokens},
+    }
+
+
+def _tool_calls(step: AnswerStep, request_no: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": tc.id if tc.id is not None else f"call_{request_no}_{i}",
+            "type": "function",
+            "function": {"name": tc.name, "arguments": tc.arguments},
+        }
+        for i, tc in enumerate(step.tool_calls)
+    ]
+
+
+def _finish_reason(step: AnswerStep) -> str:
+    return "tool_calls" if step.tool_calls else "stop"
+
+
+def _completion(step: AnswerStep, model: str, request_no: int) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": step.text}
+    if step.tool_calls:
+        message["content"] = step.text or None
+        message["tool_calls"] = _tool_calls(step, request_no)
+    return {
+        "id": f"chatcmpl-scripted-{request_no}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": _finish_reason(step),
+            }
+        ],
+        "usage": _usage(step),
+    }
+
+
+def _chunks(
+    step: AnswerStep, model: str, request_no: int, include_usage: bool
+) -> Iterator[dict[str, Any]]:
+    """The OpenAI stream for ``step``: role, text pieces, tool-call deltas, finish, usage."""
+    base: dict[str, Any] = {
+        "id": f"chatcmpl-scripted-{request_no}",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+    }
+    if include_usage:
+        base["usage"] = None
+
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+        return {**base, "choices": [choice]}
+
+    yield chunk({"role": "assistant", "content": ""})
+    for piece in re.findall(r"\s*\S+\s*|\s+", step.text):
+        yield chunk({"content": piece})
+    for index, tc in enumerate(_tool_calls(step, request_no)):
+        function, arguments = tc["function"], tc["function"]["arguments"]
+        head = {"index": index, "id": tc["id"], "type": "function"}
+        yield chunk(
+            {"tool_calls": [{**head, "function": {"name": function["name"], "arguments": ""}}]}
+        )
+        half = len(arguments) // 2
+        for part in (arguments[:half], arguments[half:]):
+            if part:
+                yield chunk({"tool_calls": [{"index": index, "function": {"arguments": part}}]})
+    yield chunk({}, _finish_reason(step))
+    if include_usage:
+        yield {**base, "choices": [], "usage": _usage(step)}
+
+
+# --------------------------------------------------------------------------- HTTP
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    """The stdlib threading server; its connection threads are joined by ``close()``."""
+
+    daemon_threads = True
+
+    def __init__(self, owner: ScriptedServer) -> None:
+        self.owner = owner
+        super().__init__(("127.0.0.1", 0), _Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Serve the connection in a daemon thread that :meth:`ScriptedServer.close` joins."""
+        thread = threading.Thread(
+            target=self.process_request_thread,
+            args=(request, client_address),
+            name=f"ScriptedServer-{self.server_address[1]}-conn",
+            daemon=True,
+        )
+        self.owner._track(thread)
+        thread.start()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """One connection (HTTP/1.1 keep-alive); plays the next step for each chat request."""
+
+    server: _HTTPServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Stay quiet: tests read the server's state, not its log."""
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.owner._register(self.connection)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.server.owner._unregister(self.connection)
+
+    def _route(self) -> str:
+        """The request path without query string or trailing slash."""
+        return urllib.parse.urlsplit(self.path).path.rstrip("/")
+
+    def do_GET(self) -> None:
+        """``/v1/models``: the server's model list."""
+        if self._route() in _MODELS_PATHS:
+            data = [
+                {"id": m, "object": "model", "created": 0, "owned_by": "scripted"}
+                for m in self.server.owner.models
+            ]
+            self._send_json(HTTPStatus.OK, {"object": "list", "data": data})
+        else:
+            self._send_error(HTTPStatus.NOT_FOUND, f"no route for GET {self.path}")
+
+    def do_POST(self) -> None:
+        """``/v1/chat/completions``: record the request, then play the next step."""
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length)
+        if self._route() not in _CHAT_PATHS:
+            self._send_error(HTTPStatus.NOT_FOUND, f"no route for POST {self.path}")
+            return
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            self._send_error(HTTPStatus.BAD_REQUEST, "request body is not a JSON object")
+            return
+        request_no, step = self.server.owner._take(body)
+        try:
+            self._play(step, body, request_no)
+        except OSError:  # the client went away mid-answer
+            self.close_connection = True
+        if self.server.owner._closing.is_set():
+            self.close_connection = True
+
+    def _play(self, step: Step, body: dict[str, Any], request_no: int) -> None:
+        if isinstance(step, DelayStep):
+            if self._wait(step.seconds):
+                self._play(step.step, body, request_no)
+        elif isinstance(step, HangStep):
+            self._wait(None)
+        elif isinstance(step, ErrorStep):
+            self._send_error(step.status, step.message)
+        elif body.get("stream"):
+            options = body.get("stream_options") or {}
+            include_usage = bool(options.get("include_usage"))
+            self._send_stream(_chunks(step, str(body.get("model", "")), request_no, include_usage))
+        else:
+            self._send_json(
+                HTTPStatus.OK, _completion(step, str(body.get("model", "")), request_no)
+            )
+
+    def _wait(self, seconds: float | None) -> bool:
+        """Wait ``seconds`` (``None``: forever); False if cut short by the client or the server."""
+        deadline = None if seconds is None else time.monotonic() + seconds
+        closing = self.server.owner._closing
+        while not closing.is_set():
+            remaining = _POLL if deadline is None else deadline - time.monotonic()
+            if remaining <= 0:
+                return True
+            if self._client_gone(min(remaining, _POLL)):
+                self.server.owner._count_disconnect()
+                self.close_connection = True
+                return False
+        self.close_connection = True
+        return False
+
+    def _client_gone(self, timeout: float) -> bool:
+        """Whether the client closed its end, polling the socket for up to ``timeout`` seconds."""
+        readable, _, _ = select.select([self.connection], [], [], timeout)
+        if not readable:
+            return False
+        try:
+            peeked: bytes = self.connection.recv(1, socket.MSG_PEEK)
+            gone = peeked == b""
+        except OSError:
+            return True
+        if not gone:  # unexpected bytes: don't spin on them
+            time.sleep(timeout)
+        return gone
+
+    def _send_json(self, status: int, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_error(self, status: int, message: str) -> None:
+        kind = "server_error" if status >= 500 else "invalid_request_error"
+        self._send_json(status, {"error": {"message": message, "type": kind, "code": status}})
+
+    def _send_stream(self, chunks: Iterator[dict[str, Any]]) -> None:
+        self.send_response(HTTPStatus.OK)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for chunk in chunks:
+            self._write_chunk(f"data: {json.dumps(chunk)}\n\n".encode())
+        self._write_chunk(b"data: [DONE]\n\n")
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def _write_chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):X}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+
+# --------------------------------------------------------------------------- server
+
+
+class ScriptedServer:
+    """An OpenAI-compatible chat-completions server on 127.0.0.1 that plays queued steps.
+
+    Use it as a context manager (or call :meth:`start` and :meth:`close`). ``steps`` are queued
+    at once; :meth:`push` queues more. Each chat request takes the next step, or :attr:`default`
+    when the queue is empty. Every attribute is safe to read from any thread.
+    """
+
+    def __init__(
+        self,
+        *steps: Step,
+        default: Step | None = None,
+        models: Sequence[str] = ("scripted-model",),
+    ) -> None:
+        #: Played when the queue is empty; a 500 "script exhausted" error unless set.
+        self.default: Step = default if default is not None else ErrorStep(500, "script exhausted")
+        #: The model ids ``GET /v1/models`` lists.
+        self.models: tuple[str, ...] = tuple(models)
+        self._lock = threading.Lock()
+        self._queue: collections.deque[Step] = collections.deque(steps)
+        self._requests: list[dict[str, Any]] = []
+        self._disconnects = 0
+        self._connections: set[socket.socket] = set()
+        self._threads: list[threading.Thread] = []
+        self._closing = threading.Event()
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # lifecycle ---------------------------------------------------------------
+
+    def start(self) -> ScriptedServer:
+        """Bind a free port and start serving in a daemon thread; returns ``self``."""
+        if self._httpd is not None or self._closing.is_set():
+            raise RuntimeError("a ScriptedServer can be started once")
+        self._httpd = _HTTPServer(self)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"ScriptedServer-{self.port}",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Stop serving: end hanging requests, drop open connections, join every thread.
+
+        Idempotent.
+        """
+        with self._lock:
+            if self._closing.is_set():
+                return
+            self._closing.set()
+        if self._httpd is None:
+            return
+        self._httpd.shutdown()
+        with self._lock:
+            connections = list(self._connections)
+        for conn in connections:
+            _shutdown_socket(conn)
+        self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join()
+        with self._lock:
+            threads, self._threads = self._threads, []
+        for thread in threads:
+            thread.join(_JOIN_TIMEOUT)
+            if thread.is_alive():
+                raise RuntimeError(f"ScriptedServer: {thread.name} did not stop")
+
+    def __enter__(self) -> ScriptedServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # what tests read and write -----------------------------------------------
+
+    @property
+    def port(self) -> int:
+        """The TCP port the server listens on."""
+        if self._httpd is None:
+            raise RuntimeError("the ScriptedServer is not started")
+        return int(self._httpd.server_address[1])
+
+    @property
+    def api_base(self) -> str:
+        """The base URL to give litellm, e.g. ``http://127.0.0.1:PORT/v1``."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def push(self, *steps: Step) -> None:
+        """Queue ``steps``, played in order by the next chat requests."""
+        with self._lock:
+            self._queue.extend(steps)
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """The JSON bodies of the chat requests received so far, oldest first (a copy)."""
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def request_count(self) -> int:
+        """How many chat requests the server has received."""
+        with self._lock:
+            return len(self._requests)
+
+    @property
+    def pending(self) -> int:
+        """How many queued steps are still unplayed."""
+        with self._lock:
+            return len(self._queue)
+
+    @property
+    def disconnects(self) -> int:
+        """How many waiting requests (hang, delay) ended because the client went away."""
+        with self._lock:
+            return self._disconnects
+
+    def reset(self) -> None:
+        """Forget queued steps, recorded requests and counters (``default`` is kept)."""
+        with self._lock:
+            self._queue.clear()
+            self._requests.clear()
+            self._disconnects = 0
+
+    # called by handler threads -------------------------------------------------
+
+    def _take(self, body: dict[str, Any]) -> tuple[int, Step]:
+        with self._lock:
+            self._requests.append(body)
+            step = self._queue.popleft() if self._queue else self.default
+            return len(self._requests), step
+
+    def _track(self, thread: threading.Thread) -> None:
+        with self._lock:
+            self._threads = [t for t in self._threads if t.is_alive()]
+            self._threads.append(thread)
+
+    def _count_disconnect(self) -> None:
+        with self._lock:
+            self._disconnects += 1
+
+    def _register(self, conn: socket.socket) -> None:
+        with self._lock:
+            self._connections.add(conn)
+            closing = self._closing.is_set()
+        if closing:
+            _shutdown_socket(conn)
+
+    def _unregister(self, conn: socket.socket) -> None:
+        with self._lock:
+            self._connections.discard(conn)
+
+
+def _shutdown_socket(conn: socket.socket) -> None:
+    with contextlib.suppress(OSError):  # already closed by the other side
+        conn.shutdown(socket.SHUT_RDWR)
