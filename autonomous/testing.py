@@ -164,13 +164,13 @@ class ScriptedModel:
 
 __all__ = [
     "FakeClock",
-    "ScriptedServer",
-    "server",
     "ScriptExhausted",
     "ScriptedModel",
+    "ScriptedServer",
     "Step",
     "call",
     "calls",
     "done",
     "reply",
+    "server",
 ]

@@ -32,7 +32,7 @@ import structlog
 
 from autonomous import Agent, StopReason, function_tool, run_autonomous, start_autonomous
 from autonomous.testing import ScriptedModel, call, reply
-from eventlog import EventLog, MemoryEventLog, SessionRef, SqliteEventLog
+from eventlog import EventLog, SessionRef, SqliteEventLog
 
 
 async def tick(n: int) -> int:
@@ -164,16 +164,25 @@ async def bench_t(calls: int, repeats: int, tmp: Path, synchronous: str) -> dict
 async def bench_memory(runs: int, calls: int) -> float:
     """KiB per run while ``runs`` runs of ``calls`` model calls are all in flight at once."""
     release = anyio.Event()
+    all_in = anyio.Event()
     arrived = 0
 
     async def gate(messages: Any, tools: Any) -> Any:
         nonlocal arrived
         arrived += 1
+        if arrived == runs:
+            all_in.set()
         await release.wait()
         return call("tick", {"n": 1})
 
     def make(i: int) -> Callable[[list[Any]], Agent]:
-        steps = [call("tick", {"n": 0}), call("tick", {"n": 1}), gate, call("tick", {"n": 2}), reply("f")]
+        steps = [
+            call("tick", {"n": 0}),
+            call("tick", {"n": 1}),
+            gate,
+            call("tick", {"n": 2}),
+            reply("f"),
+        ]
         model = ScriptedModel(steps, record=False)
         return lambda extra: Agent(model, tools=[TICK, *extra])
 
@@ -186,8 +195,7 @@ async def bench_memory(runs: int, calls: int) -> float:
             cm = start_autonomous(make(i), "go", max_turns=1)
             handles.append(cm)
             tg.start_soon(_hold, cm)
-        while arrived < runs:
-            await anyio.sleep(0.01)
+        await all_in.wait()
         gc.collect()
         during = tracemalloc.get_traced_memory()[0]
         release.set()
@@ -209,7 +217,9 @@ async def main(quick: bool) -> None:
         results = {}
         for synchronous in ("NORMAL", "FULL"):
             for calls in (50, 500):
-                r = await bench_t(calls, repeats if calls == 50 else max(3, repeats // 3), tmp, synchronous)
+                r = await bench_t(
+                    calls, repeats if calls == 50 else max(3, repeats // 3), tmp, synchronous
+                )
                 results[(synchronous, calls)] = r
         header = f"{'T':>4} {'sync':>6} {'bare':>7} {'memory':>8} {'x bare':>7} {'bare+sql':>9} {'sqlite':>8} {'x floor':>8} {'commits':>8} {'bytes':>7}"
         print(header)
@@ -222,7 +232,9 @@ async def main(quick: bool) -> None:
         n50, n500 = results[("NORMAL", 50)], results[("NORMAL", 500)]
         print(f"late/early (T=500 vs T=50), memory log: {n500['memory'] / n50['memory']:.2f}")
         print(f"late/early (T=500 vs T=50), sqlite log: {n500['sqlite'] / n50['sqlite']:.2f}")
-        print(f"bytes per call T=500 / T=50 (sqlite): {n500['bytes_per_call'] / n50['bytes_per_call']:.2f}")
+        print(
+            f"bytes per call T=500 / T=50 (sqlite): {n500['bytes_per_call'] / n50['bytes_per_call']:.2f}"
+        )
     kib = await bench_memory(1000, 5)
     print(f"memory per concurrent run (1,000 runs of 5 calls, in-memory log): {kib:.1f} KiB")
 

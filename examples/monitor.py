@@ -40,10 +40,16 @@ def check_disk(path: str = "/") -> dict[str, Any]:
         path: A directory on the filesystem to measure.
     """
     usage = shutil.disk_usage(path)
-    return {"path": path, "used_pct": round(100 * usage.used / usage.total, 1), "total_bytes": usage.total}
+    return {
+        "path": path,
+        "used_pct": round(100 * usage.used / usage.total, 1),
+        "total_bytes": usage.total,
+    }
 
 
-def scripted_brain(messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]) -> ModelResponse:
+def scripted_brain(
+    messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]
+) -> ModelResponse:
     """Stands in for the LLM: reads the conversation and decides, like a model would."""
     last = messages[-1]
     checks = sum(1 for m in messages if m["role"] == "tool" and '"used_pct"' in str(m["content"]))
@@ -54,11 +60,16 @@ def scripted_brain(messages: Sequence[dict[str, Any]], tools: Sequence[dict[str,
         if used > 90:
             return call("report_done", {"state": "done", "detail": f"Disk at {used}%: alert ops."})
         if checks >= 3:
-            return call("report_done", {"state": "done", "detail": f"Three calm checks, last {used}%."})
+            return call(
+                "report_done", {"state": "done", "detail": f"Three calm checks, last {used}%."}
+            )
         return call(
             "schedule_next_turn",
-            {"wake_in_sec": 1, "next_prompt": f"Re-check disk usage on / (last reading {used}%).",
-             "detail": f"check {checks} of 3"},
+            {
+                "wake_in_sec": 1,
+                "next_prompt": f"Re-check disk usage on / (last reading {used}%).",
+                "detail": f"check {checks} of 3",
+            },
         )
     return ModelResponse(text=f"Checked {checks} time(s); waiting for the next turn.")
 
@@ -69,12 +80,21 @@ async def main(model_name: str | None, db: Path, session_id: str) -> RunResult:
         model: Any = model_name or ScriptedModel(default=scripted_brain)
 
         def build(extra_tools: list[Any]) -> Agent:
-            return Agent(model, instructions=INSTRUCTIONS, session=ref,
-                         tools=[function_tool(check_disk, read_only=True), *extra_tools])
+            return Agent(
+                model,
+                instructions=INSTRUCTIONS,
+                session=ref,
+                tools=[function_tool(check_disk, read_only=True), *extra_tools],
+            )
 
         result = await run_autonomous(
-            build, "Watch the disk usage of this host.", max_turns=10, max_cost_usd=0.05,
-            max_wallclock=120, scheduler=SleepScheduler(), schedule_tool_max_defer=3600,
+            build,
+            "Watch the disk usage of this host.",
+            max_turns=10,
+            max_cost_usd=0.05,
+            max_wallclock=120,
+            scheduler=SleepScheduler(),
+            schedule_tool_max_defer=3600,
             # litellm's price table prices real models; the scripted one is priced like gpt-4o-mini.
             pricing=None if model_name else Pricing(input_per_mtok=0.15, output_per_mtok=0.6),
         )
@@ -86,17 +106,26 @@ async def main(model_name: str | None, db: Path, session_id: str) -> RunResult:
     print(f"tokens      : {result.input_tokens} in / {result.output_tokens} out")
     print(f"cost        : ${result.cost_usd:.6f}")
     print(f"duration    : {result.duration:.1f} s")
-    print(f"event log   : {db.resolve()} (session monitor/ops/{session_id}, {len(events)} events: {', '.join(kinds)})")
+    where = f"session monitor/ops/{session_id}, {len(events)} events: {', '.join(kinds)}"
+    print(f"event log   : {db} ({where})")
     checkpoints = [e for e in events if e.kind is EventKind.CHECKPOINT]
-    print(f"checkpoints : {len(checkpoints)}, last stop_reason={checkpoints[-1].payload.stop_reason}")
+    print(
+        f"checkpoints : {len(checkpoints)}, last stop_reason={checkpoints[-1].payload.stop_reason}"
+    )
     return result
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", help="a litellm model string; default: the offline scripted model")
-    parser.add_argument("--db", type=Path, default=Path("runs.db"), help="SQLite event log (default runs.db)")
-    parser.add_argument("--session", default=f"disk-{random.randrange(16**6):06x}", help="session id")
+    parser.add_argument(
+        "--model", help="a litellm model string; default: the offline scripted model"
+    )
+    parser.add_argument(
+        "--db", type=Path, default=Path("runs.db"), help="SQLite event log (default runs.db)"
+    )
+    parser.add_argument(
+        "--session", default=f"disk-{random.randrange(16**6):06x}", help="session id"
+    )
     parser.add_argument("--verbose", action="store_true", help="show the structured logs")
     args = parser.parse_args()
     level = logging.INFO if args.verbose else logging.WARNING
