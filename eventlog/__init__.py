@@ -6,6 +6,8 @@ Map:
     _store.py    the EventLog protocol, SessionRef, leases, session summaries
     _memory.py   MemoryEventLog: in-process, not durable
     _sqlite.py   SqliteEventLog: aiosqlite, WAL, indexed checkpoints, lease rows
+    _schema.py   SqliteEventLog's tables, statements and row conversions
+    _rules.py    pure rules both stores share: lease takeover, summaries, due sessions
     _errors.py   the error tree (EventLogError at the root)
 """
 

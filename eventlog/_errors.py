@@ -1,11 +1,11 @@
 """The eventlog error tree.
 
-    EventLogError
-    ├── SessionLocked          another live holder has the session lease
-    ├── LeaseLost              our lease was taken over or expired while we ran
-    ├── CorruptEvent           a stored row that cannot be read back (also a ValueError)
-    │   └── UnknownSchemaVersion   written by a newer (or unknown) schema
-    └── StoreUnavailable       the database cannot be opened or written (missing, read-only, full)
+EventLogError
+├── SessionLocked          another live holder has the session lease
+├── LeaseLost              our lease was taken over or expired while we ran
+├── CorruptEvent           a stored row that cannot be read back (also a ValueError)
+│   └── UnknownSchemaVersion   written by a newer (or unknown) schema
+└── StoreUnavailable       the database cannot be opened or written (missing, read-only, full)
 """
 
 from __future__ import annotations

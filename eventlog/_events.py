@@ -84,7 +84,10 @@ class AssistantMessage:
 
 @attrs.frozen
 class ToolResult:
-    """What a tool call returned to the model; ``outcome`` is ok, error, timeout, denied or rejected."""
+    """What a tool call returned to the model.
+
+    ``outcome`` is ok, error, timeout, denied or rejected.
+    """
 
     call_id: str
     name: str

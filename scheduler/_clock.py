@@ -52,9 +52,7 @@ class FakeClock:
     real time.
     """
 
-    def __init__(
-        self, start: datetime | None = None, *, autojump: bool = False
-    ) -> None:
+    def __init__(self, start: datetime | None = None, *, autojump: bool = False) -> None:
         self._start = start if start is not None else datetime(2030, 1, 1, tzinfo=UTC)
         self._offset = 0.0
         self.autojump = autojump

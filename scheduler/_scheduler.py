@@ -15,7 +15,7 @@ class SchedulerError(Exception):
     """Root of the scheduler package's errors."""
 
 
-class Defer(SchedulerError):  # noqa: N818 - the name is the contract (Go's ErrSchedulerDefer)
+class Defer(SchedulerError):
     """Raised (or returned) by a scheduler to end the run ``deferred`` until the wake time."""
 
 

@@ -1,0 +1,89 @@
+"""Pure decisions both stores share: who may take a lease, what a checkpoint says of its session."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from ._events import Checkpoint, Event
+from ._store import LeaseHolder, SessionSummary
+
+
+def as_utc(moment: datetime) -> datetime:
+    """``moment`` as an aware UTC datetime (a naive one is taken to be UTC already)."""
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
+
+
+def lease_expiry(now: datetime, ttl: float) -> datetime:
+    """When a lease taken or renewed at ``now`` for ``ttl`` seconds runs out."""
+    if not ttl > 0:
+        raise ValueError(f"a lease ttl must be a positive number of seconds, not {ttl!r}")
+    return as_utc(now) + timedelta(seconds=ttl)
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host (``True`` when that cannot be told)."""
+    if pid <= 0:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # PermissionError included: the process exists, it is not ours
+        return True
+    return True
+
+
+def may_take_lease(
+    current: LeaseHolder | None,
+    expires_at: datetime | None,
+    asker: LeaseHolder,
+    now: datetime,
+    *,
+    this_host: str,
+    alive: Callable[[int], bool] = pid_alive,
+) -> bool:
+    """Whether ``asker`` may take a lease now held by ``current`` until ``expires_at``.
+
+    Free, ours, expired, or held by a process of this host that is gone: yes. A live holder: no.
+    """
+    if current is None or expires_at is None or current == asker:
+        return True
+    if as_utc(expires_at) <= as_utc(now):
+        return True
+    return current.host == this_host and not alive(current.pid)
+
+
+def summary_of(event: Event) -> SessionSummary:
+    """The session summary a checkpoint event leaves behind."""
+    payload = event.payload
+    if not isinstance(payload, Checkpoint):
+        raise TypeError(f"event {event.id} is a {event.kind}, not a checkpoint")
+    wake = payload.next_wake_at
+    return SessionSummary(
+        key=event.key,
+        turns=payload.turns,
+        cost_usd=payload.cost_usd,
+        stop_reason=None if payload.stop_reason is None else str(payload.stop_reason),
+        next_wake_at=None if wake is None else as_utc(wake),
+        updated_at=as_utc(event.at),
+        checkpoint_seq=event.seq,
+    )
+
+
+def is_due(summary: SessionSummary, now: datetime) -> bool:
+    """Whether a session deferred itself to a wake time that has come."""
+    return (
+        summary.stop_reason == "deferred"
+        and summary.next_wake_at is not None
+        and summary.next_wake_at <= as_utc(now)
+    )
+
+
+def check_limit(limit: int | None) -> None:
+    """Reject a negative read limit (``None`` means no limit, ``0`` means nothing)."""
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must be None or >= 0, not {limit}")

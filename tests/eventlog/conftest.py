@@ -1,0 +1,67 @@
+"""Fixtures for the eventlog tests: a settable clock and each store, fresh per test."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from eventlog import EventLog, MemoryEventLog, SqliteEventLog
+
+
+class FakeClock:
+    """A UTC clock that only moves when a test says so."""
+
+    def __init__(self, start: datetime = datetime(2030, 1, 1, tzinfo=UTC)) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock forward by ``seconds``."""
+        self.now += timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """Run async tests on asyncio (aiosqlite needs it)."""
+    return "asyncio"
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    """A fake clock every store of the test reads."""
+    return FakeClock()
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    """Where a test's SQLite event log lives."""
+    return tmp_path / "events.db"
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def store(
+    request: pytest.FixtureRequest, db_path: Path, clock: FakeClock
+) -> AsyncIterator[EventLog]:
+    """Each store in turn, open, on the fake clock."""
+    log: MemoryEventLog | SqliteEventLog
+    if request.param == "memory":
+        log = MemoryEventLog(clock=clock)
+    else:
+        log = SqliteEventLog(db_path, clock=clock)
+    async with log:
+        yield log
+
+
+@pytest.fixture(scope="session")
+def dead_pid() -> int:
+    """The pid of a process of this host that has exited (and been reaped)."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid

@@ -1,0 +1,129 @@
+"""The pure rules both stores share: lease takeover, session summaries, due sessions."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+
+from eventlog import Checkpoint, Event, LeaseHolder, Note, SessionKey, SessionSummary
+from eventlog._rules import as_utc, is_due, lease_expiry, may_take_lease, pid_alive, summary_of
+
+NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+LATER = NOW + timedelta(seconds=30)
+HOST = "this-host"
+KEY = SessionKey("app", "ops", "a")
+ME = LeaseHolder(HOST, 100, "me")
+
+
+def alive(pid: int) -> bool:
+    return pid != 666
+
+
+class TestMayTakeLease:
+    """may_take_lease: free, ours, expired or dead-here is takeable; a live holder is not."""
+
+    def test_free(self) -> None:
+        """Nobody holds the lease."""
+        assert may_take_lease(None, None, ME, NOW, this_host=HOST, alive=alive)
+
+    def test_ours(self) -> None:
+        """We hold it already."""
+        assert may_take_lease(ME, LATER, ME, NOW, this_host=HOST, alive=alive)
+
+    def test_expired(self) -> None:
+        """Its expiry has come (an expiry equal to now counts)."""
+        other = LeaseHolder("far", 1, "other")
+        assert may_take_lease(other, NOW, ME, NOW, this_host=HOST, alive=alive)
+
+    def test_dead_process_here(self) -> None:
+        """Its holder was a process of this host that is gone."""
+        ghost = LeaseHolder(HOST, 666, "ghost")
+        assert may_take_lease(ghost, LATER, ME, NOW, this_host=HOST, alive=alive)
+
+    @pytest.mark.parametrize(
+        "holder",
+        [
+            LeaseHolder(HOST, 200, "live-here"),
+            LeaseHolder("far", 666, "dead-pid-elsewhere"),
+            LeaseHolder(HOST, 100, "same-process-other-token"),
+        ],
+    )
+    def test_live_holder(self, holder: LeaseHolder) -> None:
+        """A live holder before its expiry keeps the lease."""
+        assert not may_take_lease(holder, LATER, ME, NOW, this_host=HOST, alive=alive)
+
+
+class TestPidAlive:
+    """pid_alive asks the operating system."""
+
+    def test_this_process(self) -> None:
+        """Our own process is alive."""
+        assert pid_alive(os.getpid())
+
+    def test_reaped_child(self, dead_pid: int) -> None:
+        """A child that exited and was reaped is gone."""
+        assert not pid_alive(dead_pid)
+
+    @pytest.mark.parametrize("pid", [0, -1])
+    def test_nonsense_pid_counts_as_alive(self, pid: int) -> None:
+        """A pid that names no single process never frees a lease."""
+        assert pid_alive(pid)
+
+
+class TestLeaseExpiry:
+    """lease_expiry: now + ttl, with a positive ttl."""
+
+    def test_adds_ttl(self) -> None:
+        """The lease runs out ttl seconds from now."""
+        assert NOW + timedelta(seconds=1.5) == lease_expiry(NOW, 1.5)
+
+    def test_naive_now_is_utc(self) -> None:
+        """A naive time is taken as UTC."""
+        assert LATER == lease_expiry(NOW.replace(tzinfo=None), 30)
+
+    @pytest.mark.parametrize("ttl", [0, -5, float("nan")])
+    def test_refuses_empty_ttl(self, ttl: float) -> None:
+        """A ttl that is not a positive number is a misuse."""
+        with pytest.raises(ValueError, match="ttl"):
+            lease_expiry(NOW, ttl)
+
+
+class TestSummaryOf:
+    """summary_of: what a checkpoint says about its session."""
+
+    def test_fields(self) -> None:
+        """Totals, stop reason and wake time come from the checkpoint, in UTC."""
+        wake = datetime(2030, 1, 1, 14, 0, tzinfo=timezone(timedelta(hours=2)))
+        event = Event.create(
+            KEY, Checkpoint(3, 10, 5, 0.5, "go", stop_reason="deferred", next_wake_at=wake), at=NOW
+        )
+        assert SessionSummary(KEY, 3, 0.5, "deferred", as_utc(wake), NOW, 0) == summary_of(event)
+
+    def test_refuses_other_payloads(self) -> None:
+        """Only a checkpoint makes a summary."""
+        with pytest.raises(TypeError, match="not a checkpoint"):
+            summary_of(Event.create(KEY, Note("hi")))
+
+
+class TestIsDue:
+    """is_due: deferred, with a wake time that has come."""
+
+    def summary(self, reason: str | None, wake: datetime | None) -> SessionSummary:
+        return SessionSummary(KEY, 1, 0.0, reason, wake, NOW, 1)
+
+    @pytest.mark.parametrize(
+        ("reason", "wake", "expected"),
+        [
+            ("deferred", NOW - timedelta(seconds=1), True),
+            ("deferred", NOW, True),
+            ("deferred", NOW + timedelta(microseconds=1), False),
+            ("deferred", None, False),
+            ("completed", NOW - timedelta(hours=1), False),
+            (None, NOW - timedelta(hours=1), False),
+        ],
+    )
+    def test_cases(self, reason: str | None, wake: datetime | None, expected: bool) -> None:
+        """Only a deferred session whose wake time is now or past is due."""
+        assert expected == is_due(self.summary(reason, wake), NOW)

@@ -1,0 +1,337 @@
+"""SqliteEventLog: the file, its transactions, and what it does when the file misbehaves."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sqlite3
+import struct
+import subprocess
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+
+import anyio
+import pytest
+
+from eventlog import (
+    AssistantMessage,
+    Checkpoint,
+    CorruptEvent,
+    Event,
+    EventKind,
+    LeaseHolder,
+    Note,
+    SessionKey,
+    SessionLocked,
+    SqliteEventLog,
+    StoreUnavailable,
+    UnknownSchemaVersion,
+    UserMessage,
+)
+from eventlog._schema import SELECT_CHECKPOINT, SELECT_DUE
+
+pytestmark = pytest.mark.anyio
+
+A = SessionKey("app", "ops", "a")
+
+
+def batch(key: SessionKey = A, turn: int = 1) -> list[Event]:
+    return [
+        Event.create(key, UserMessage("hello", turn)),
+        Event.create(key, AssistantMessage("hi", turn)),
+        Event.create(key, Checkpoint(turn, 10, 5, 0.25, "continue")),
+    ]
+
+
+def wal_commits(db_path: Path) -> int:
+    """How many commit frames the current generation of the WAL file holds."""
+    wal = Path(f"{db_path}-wal")
+    data = wal.read_bytes() if wal.exists() else b""
+    if len(data) < 32:
+        return 0
+    page_size, salts = struct.unpack(">I", data[8:12])[0], data[16:24]
+    commits, offset = 0, 32
+    while offset + 24 + page_size <= len(data):
+        header = data[offset : offset + 24]
+        if header[8:16] != salts:
+            break
+        commits += struct.unpack(">I", header[4:8])[0] != 0
+        offset += 24 + page_size
+    return commits
+
+
+def run_sql(db_path: Path, statement: str, params: tuple[object, ...] = ()) -> None:
+    """Run one statement from a separate, plain sqlite3 connection (another process's view)."""
+    with contextlib.closing(sqlite3.connect(db_path)) as conn, conn:
+        conn.execute(statement, params)
+
+
+def insert_row(db_path: Path, kind: str, payload: str, *, v: int = 1, at: str = "") -> int:
+    """Insert one raw event row of session ``A`` and return its seq."""
+    with contextlib.closing(sqlite3.connect(db_path)) as conn, conn:
+        cursor = conn.execute(
+            "INSERT INTO events (id, app, user, session_id, kind, author, at, v, payload)"
+            " VALUES ('bad-id', ?, ?, ?, ?, '', ?, ?, ?)",
+            (A.app, A.user, A.session_id, kind, at or "2030-01-01T00:00:00+00:00", v, payload),
+        )
+        return cursor.lastrowid or 0
+
+
+class CancellingClock:
+    """A clock that cancels ``scope`` (when one is set) each time it is read."""
+
+    def __init__(self, clock: Callable[[], datetime]) -> None:
+        self.clock = clock
+        self.scope: anyio.CancelScope | None = None
+
+    def __call__(self) -> datetime:
+        if self.scope is not None:
+            self.scope.cancel()
+        return self.clock()
+
+
+@contextlib.contextmanager
+def read_only(path: Path) -> Iterator[None]:
+    """Make ``path`` unwritable for the duration (chattr +i when running as root)."""
+    if os.geteuid() != 0:
+        path.chmod(0o444)
+        try:
+            yield
+        finally:
+            path.chmod(0o644)
+        return
+    chattr = shutil.which("chattr")
+    if chattr is None or subprocess.run([chattr, "+i", str(path)], check=False).returncode:
+        pytest.skip("cannot make a file read-only for root here")
+    try:
+        yield
+    finally:
+        subprocess.run([chattr, "-i", str(path)], check=True)
+
+
+class TestFile:
+    """The database file: WAL mode, reopening, other connections."""
+
+    async def test_wal_mode(self, db_path: Path) -> None:
+        """The file is in WAL mode once the log opened it."""
+        async with SqliteEventLog(db_path):
+            pass
+        with contextlib.closing(sqlite3.connect(db_path)) as conn:
+            assert ("wal",) == conn.execute("PRAGMA journal_mode").fetchone()
+
+    async def test_reopened_file_keeps_everything(self, db_path: Path, clock) -> None:
+        """Events, checkpoints, summaries and leases survive closing and reopening."""
+        async with SqliteEventLog(db_path, clock=clock) as log:
+            stored = await log.append(batch())
+            owner = LeaseHolder("elsewhere", 1, "owner")
+            await log.acquire_lease(A, owner, ttl=60)
+            summaries = await log.sessions()
+        async with SqliteEventLog(db_path, clock=clock) as log:
+            assert stored == await log.read(A)
+            assert stored[-1] == await log.latest_checkpoint(A)
+            assert summaries == await log.sessions()
+            with pytest.raises(SessionLocked):
+                await log.acquire_lease(A, LeaseHolder("here", 2, "me"), ttl=60)
+
+    async def test_another_connection_writes_alongside(self, db_path: Path) -> None:
+        """Two logs on one file (a CLI beside a daemon) both append; seqs stay unique."""
+        async with SqliteEventLog(db_path) as daemon, SqliteEventLog(db_path) as cli:
+            first = await daemon.append(batch())
+            injected = await cli.append([Event.create(A, UserMessage("from the CLI", 1))])
+            last = await daemon.append(batch(turn=2))
+            assert first + injected + last == await daemon.read(A)
+
+    async def test_opens_lazily(self, db_path: Path) -> None:
+        """Nothing touches the disk before the first call."""
+        log = SqliteEventLog(db_path)
+        assert not await anyio.Path(db_path).exists()
+        await log.append(batch())
+        await log.aclose()
+        assert await anyio.Path(db_path).exists()
+
+    async def test_full_synchronous_is_accepted(self, db_path: Path) -> None:
+        """synchronous='FULL' opens and appends like the default."""
+        async with SqliteEventLog(db_path, synchronous="full") as log:
+            assert 3 == len(await log.append(batch()))
+
+    def test_unknown_synchronous_is_refused(self, db_path: Path) -> None:
+        """Only NORMAL and FULL are accepted."""
+        with pytest.raises(ValueError, match="synchronous"):
+            SqliteEventLog(db_path, synchronous="OFF")
+
+    async def test_latest_checkpoint_and_due_sessions_use_indexes(self, db_path: Path) -> None:
+        """Neither the latest checkpoint nor the due sessions are found by a table scan."""
+        async with SqliteEventLog(db_path):
+            pass
+        with contextlib.closing(sqlite3.connect(db_path)) as conn:
+            plans = [
+                " ".join(row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {query}", params))
+                for query, params in (
+                    (SELECT_CHECKPOINT, ("a", "u", "s")),
+                    (SELECT_DUE, ("now", "now")),
+                )
+            ]
+        assert "USING INDEX events_checkpoints" in plans[0]
+        assert "USING INDEX sessions_by_wake" in plans[1]
+
+
+class TestTransactions:
+    """Every append is one transaction: one commit, all or nothing."""
+
+    async def test_one_commit_per_append(self, db_path: Path) -> None:
+        """An append, checkpoint and summary included, writes exactly one commit to the WAL."""
+        async with SqliteEventLog(db_path) as log:
+            await log.append(batch())
+            before = wal_commits(db_path)
+            await log.append(batch(turn=2))
+            after_append = wal_commits(db_path)
+            await log.append([Event.create(A, UserMessage("no checkpoint", 3))])
+            after_plain = wal_commits(db_path)
+        assert (1, 1) == (after_append - before, after_plain - after_append)
+
+    async def test_reads_commit_nothing(self, db_path: Path) -> None:
+        """Reading leaves the WAL as it was."""
+        async with SqliteEventLog(db_path) as log:
+            await log.append(batch())
+            before = wal_commits(db_path)
+            await log.read(A)
+            await log.sessions()
+            assert before == wal_commits(db_path)
+
+    async def test_failed_append_commits_nothing(self, db_path: Path) -> None:
+        """A batch that fails half way is rolled back: no commit, no rows, no gap in seq."""
+        async with SqliteEventLog(db_path) as log:
+            first = await log.append(batch())
+            before = wal_commits(db_path)
+            broken = Event(key=A, kind=EventKind.CHECKPOINT, payload=Note("not a checkpoint"))
+            with pytest.raises(TypeError):
+                await log.append([Event.create(A, UserMessage("lost", 2)), broken])
+            assert before == wal_commits(db_path)
+            later = await log.append(batch(turn=2))
+            assert first + later == await log.read(A)
+            assert first[-1].seq + 1 == later[0].seq
+
+    async def test_cancelled_write_lands_whole_and_frees_the_file(
+        self, db_path: Path, clock
+    ) -> None:
+        """A write whose caller is cancelled mid-flight still ends its transaction, whole."""
+        cancelling = CancellingClock(clock)
+        async with SqliteEventLog(db_path, clock=cancelling) as log:
+            with anyio.CancelScope() as scope:
+                cancelling.scope = scope
+                await log.acquire_lease(A, LeaseHolder("h", 1, "t"), ttl=30)
+            assert scope.cancelled_caught
+            cancelling.scope = None
+            await log.read(A)  # queued behind the cancelled write: that one has ended
+            with contextlib.closing(sqlite3.connect(db_path, timeout=0)) as other:
+                other.execute("BEGIN IMMEDIATE")
+                assert [("h", 1, "t")] == other.execute(
+                    "SELECT host, pid, token FROM leases"
+                ).fetchall()
+                other.rollback()
+            assert 3 == len(await log.append(batch()))
+
+
+class TestUnreadableRows:
+    """Rows this code cannot read fail fast, naming session, seq and event id."""
+
+    @pytest.mark.parametrize(
+        ("kind", "payload"),
+        [
+            ("user_message", '{"text": "cut off'),
+            ("user_message", '{"turn": 1}'),
+            ("no_such_kind", "{}"),
+        ],
+    )
+    async def test_corrupt_payload(self, db_path: Path, kind: str, payload: str) -> None:
+        """A payload that does not decode raises CorruptEvent."""
+        async with SqliteEventLog(db_path) as log:
+            await log.append(batch())
+            seq = insert_row(db_path, kind, payload)
+            with pytest.raises(CorruptEvent) as caught:
+                await log.read(A)
+        assert (str(A), seq, "bad-id") == (
+            caught.value.session,
+            caught.value.seq,
+            caught.value.event_id,
+        )
+        assert f"seq={seq}" in str(caught.value)
+
+    async def test_unreadable_time(self, db_path: Path) -> None:
+        """An event time that is not ISO 8601 raises CorruptEvent."""
+        async with SqliteEventLog(db_path) as log:
+            seq = insert_row(db_path, "user_message", '{"text":"x","turn":1}', at="yesterday")
+            with pytest.raises(CorruptEvent) as caught:
+                await log.read(A)
+        assert (str(A), seq, "bad-id") == (
+            caught.value.session,
+            caught.value.seq,
+            caught.value.event_id,
+        )
+
+    async def test_unknown_schema_version(self, db_path: Path) -> None:
+        """An event written with another schema version raises UnknownSchemaVersion."""
+        async with SqliteEventLog(db_path) as log:
+            seq = insert_row(db_path, "checkpoint", '{"turns": 1}', v=99)
+            with pytest.raises(UnknownSchemaVersion) as caught:
+                await log.latest_checkpoint(A)
+        assert (str(A), seq, "bad-id") == (
+            caught.value.session,
+            caught.value.seq,
+            caught.value.event_id,
+        )
+        assert "99" in str(caught.value)
+
+
+class TestUnavailable:
+    """A file that cannot be opened or written raises StoreUnavailable naming it."""
+
+    async def test_missing_directory(self, tmp_path: Path) -> None:
+        """A database in a directory that does not exist cannot be opened."""
+        path = tmp_path / "no" / "such" / "dir" / "events.db"
+        with pytest.raises(StoreUnavailable, match=str(path)):
+            await SqliteEventLog(path).append(batch())
+
+    async def test_missing_file_without_create(self, db_path: Path) -> None:
+        """create=False refuses to create a missing file."""
+        with pytest.raises(StoreUnavailable, match=str(db_path)):
+            await SqliteEventLog(db_path, create=False).open()
+        assert not await anyio.Path(db_path).exists()
+
+    async def test_existing_file_without_create(self, db_path: Path) -> None:
+        """create=False opens a file that exists."""
+        async with SqliteEventLog(db_path) as log:
+            stored = await log.append(batch())
+        async with SqliteEventLog(db_path, create=False) as log:
+            assert stored == await log.read(A)
+
+    async def test_newer_store_schema_is_refused(self, db_path: Path) -> None:
+        """A file written by a newer version of the store is not opened, let alone changed."""
+        async with SqliteEventLog(db_path):
+            pass
+        run_sql(db_path, "UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+        with pytest.raises(StoreUnavailable, match="schema version 2") as caught:
+            await SqliteEventLog(db_path).open()
+        assert str(db_path) in str(caught.value)
+
+    async def test_not_a_database(self, db_path: Path) -> None:
+        """A file that is not SQLite raises StoreUnavailable, not sqlite3's error."""
+        await anyio.Path(db_path).write_bytes(b"this is not a database" * 100)
+        with pytest.raises(StoreUnavailable, match=str(db_path)):
+            await SqliteEventLog(db_path).open()
+
+    async def test_read_only_file(self, db_path: Path) -> None:
+        """Appending to a read-only file raises StoreUnavailable naming file and session."""
+        async with SqliteEventLog(db_path) as log:
+            stored = await log.append(batch())
+        with read_only(db_path):
+            async with SqliteEventLog(db_path) as log:
+                assert stored == await log.read(A)
+                with pytest.raises(StoreUnavailable) as caught:
+                    await log.append(batch(turn=2))
+        assert str(db_path) in str(caught.value)
+        assert str(A) in str(caught.value)
+        async with SqliteEventLog(db_path) as log:
+            assert stored == await log.read(A)

@@ -1,0 +1,413 @@
+"""The EventLog protocol, as both stores (memory and SQLite) must honour it."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+from datetime import timedelta
+from typing import Any
+
+import anyio
+import attrs
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from eventlog import (
+    AssistantMessage,
+    Checkpoint,
+    Event,
+    EventKind,
+    EventLog,
+    LeaseHolder,
+    LeaseLost,
+    Note,
+    SessionKey,
+    SessionLocked,
+    SessionSummary,
+    StoreUnavailable,
+    ToolResult,
+    UserMessage,
+)
+from tests.strategies import events
+
+pytestmark = pytest.mark.anyio
+
+A = SessionKey("app", "ops", "a")
+B = SessionKey("app", "ops", "b")
+C = SessionKey("app", "ops", "c")
+D = SessionKey("app", "ops", "d")
+
+
+def user(key: SessionKey, text: str = "hello", turn: int = 1) -> Event:
+    return Event.create(key, UserMessage(text, turn))
+
+
+def answer(key: SessionKey, text: str = "hi", turn: int = 1) -> Event:
+    return Event.create(key, AssistantMessage(text, turn))
+
+
+def tool(key: SessionKey, content: str = "ok", turn: int = 1) -> Event:
+    return Event.create(key, ToolResult("call-1", "check", content, turn))
+
+
+def checkpoint(key: SessionKey, turns: int = 1, **fields: Any) -> Event:
+    return Event.create(key, Checkpoint(turns, 10, 5, 0.25, "continue", **fields))
+
+
+def holder(name: str, host: str = "elsewhere", pid: int = 4242) -> LeaseHolder:
+    return LeaseHolder(host=host, pid=pid, token=name)
+
+
+class TestAppend:
+    """append: sequence numbers and atomic batches."""
+
+    async def test_assigns_increasing_seq(self, store: EventLog) -> None:
+        """Each appended event gets the next seq, across batches and sessions."""
+        first = await store.append([user(A), answer(A)])
+        second = await store.append([user(B), tool(A)])
+        seqs = [event.seq for event in first + second]
+        assert seqs == sorted(seqs)
+        assert len(set(seqs)) == 4
+        assert 0 < seqs[0]
+
+    async def test_returns_the_events_with_their_seq(self, store: EventLog) -> None:
+        """The returned events are the given ones, with only ``seq`` filled in."""
+        given_events = [user(A), checkpoint(A)]
+        appended = await store.append(given_events)
+        assert [attrs.evolve(e, seq=0) for e in appended] == given_events
+
+    async def test_concurrent_appends_interleave_whole(self, store: EventLog) -> None:
+        """Batches appended by many tasks at once each land whole, their seqs contiguous."""
+        results: list[list[Event]] = []
+
+        async def run(n: int) -> None:
+            key = SessionKey("app", "ops", f"s{n}")
+            results.append(await store.append([user(key, str(n)), answer(key), checkpoint(key)]))
+
+        async with anyio.create_task_group() as tg:
+            for n in range(20):
+                tg.start_soon(run, n)
+        for batch in results:
+            assert batch == await store.read(batch[0].key)
+            assert [1, 1] == [b.seq - a.seq for a, b in itertools.pairwise(batch)]
+        assert 60 == len({event.seq for batch in results for event in batch})
+
+    async def test_empty_batch_appends_nothing(self, store: EventLog) -> None:
+        """Appending no events returns no events."""
+        assert [] == await store.append([])
+        assert [] == await store.read(A)
+
+    async def test_failing_batch_writes_nothing(self, store: EventLog) -> None:
+        """A batch that cannot be stored leaves the log as it was, and the log goes on."""
+        kept = await store.append([user(A)])
+        broken = Event(key=A, kind=EventKind.CHECKPOINT, payload=Note("not a checkpoint"))
+        with pytest.raises(TypeError):
+            await store.append([answer(A), broken])
+        later = await store.append([tool(A)])
+        assert kept + later == await store.read(A)
+        assert None is await store.latest_checkpoint(A)
+
+
+class TestRead:
+    """read: one session's events, oldest first, filtered."""
+
+    async def test_reads_one_session_oldest_first(self, store: EventLog) -> None:
+        """Only the asked session's events come back, in append order."""
+        a1, _, a2 = await store.append([user(A), user(B), answer(A)])
+        assert [a1, a2] == await store.read(A)
+
+    async def test_unknown_session_is_empty(self, store: EventLog) -> None:
+        """A session with no events reads as an empty list."""
+        assert [] == await store.read(SessionKey("x", "y", "z"))
+
+    async def test_after_seq(self, store: EventLog) -> None:
+        """Only events with a seq greater than ``after_seq`` are read."""
+        e1, e2, e3 = await store.append([user(A), answer(A), tool(A)])
+        assert [e2, e3] == await store.read(A, after_seq=e1.seq)
+        assert [] == await store.read(A, after_seq=e3.seq)
+
+    async def test_kinds(self, store: EventLog) -> None:
+        """Only events of the given kinds are read; no kinds reads nothing."""
+        e1, _, e3 = await store.append([user(A), answer(A), user(A, "again", 2)])
+        assert [e1, e3] == await store.read(A, kinds=[EventKind.USER_MESSAGE])
+        assert [] == await store.read(A, kinds=[])
+
+    async def test_limit(self, store: EventLog) -> None:
+        """At most ``limit`` events are read, the oldest ones."""
+        e1, e2, _ = await store.append([user(A), answer(A), tool(A)])
+        assert [e1, e2] == await store.read(A, limit=2)
+        assert [] == await store.read(A, limit=0)
+
+    async def test_filters_combine(self, store: EventLog) -> None:
+        """after_seq, kinds and limit apply together."""
+        stored = await store.append([user(A, str(n), n) for n in range(6)])
+        found = await store.read(
+            A, after_seq=stored[1].seq, kinds={EventKind.USER_MESSAGE}, limit=3
+        )
+        assert stored[2:5] == found
+
+    async def test_negative_limit_is_refused(self, store: EventLog) -> None:
+        """A negative limit is a misuse."""
+        with pytest.raises(ValueError, match="limit"):
+            await store.read(A, limit=-1)
+
+
+class TestReadLast:
+    """read_last: the newest events of some kinds."""
+
+    async def test_newest_of_kinds_oldest_first(self, store: EventLog) -> None:
+        """The newest ``limit`` events of the kinds come back in append order."""
+        stored = await store.append(
+            [user(A, "1"), answer(A), user(A, "2"), tool(A), user(A, "3"), user(B)]
+        )
+        assert [stored[2], stored[4]] == await store.read_last(A, [EventKind.USER_MESSAGE], 2)
+
+    async def test_fewer_than_limit(self, store: EventLog) -> None:
+        """When fewer events match, all of them come back."""
+        stored = await store.append([user(A), answer(A)])
+        kinds = [EventKind.USER_MESSAGE, EventKind.ASSISTANT_MESSAGE]
+        assert stored == await store.read_last(A, kinds, 10)
+
+
+class TestLatestCheckpoint:
+    """latest_checkpoint: the newest checkpoint of a session."""
+
+    async def test_none_without_checkpoint(self, store: EventLog) -> None:
+        """A session that never checkpointed has no latest checkpoint."""
+        await store.append([user(A)])
+        assert None is await store.latest_checkpoint(A)
+
+    async def test_newest_wins(self, store: EventLog) -> None:
+        """The checkpoint appended last is returned, whatever came after it."""
+        await store.append([checkpoint(A, 1), checkpoint(B, 7)])
+        _, newest_a, _ = await store.append([checkpoint(A, 2), checkpoint(A, 3), user(A)])
+        (newest_b,) = await store.append([checkpoint(B, 8)])
+        assert newest_a == await store.latest_checkpoint(A)
+        assert newest_b == await store.latest_checkpoint(B)
+
+
+class TestSessions:
+    """sessions: one summary per checkpointed session, newest first."""
+
+    async def test_summaries_newest_first(self, store: EventLog, clock) -> None:
+        """Each session is summarised by its latest checkpoint; no checkpoint, no summary."""
+        wake = clock.now + timedelta(hours=1)
+        first = (await store.append([checkpoint(A, 1)]))[0]
+        (await store.append([user(C)]))
+        second = (
+            await store.append([checkpoint(B, 4, stop_reason="deferred", next_wake_at=wake)])
+        )[0]
+        assert [
+            SessionSummary(B, 4, 0.25, "deferred", wake, second.at, second.seq),
+            SessionSummary(A, 1, 0.25, None, None, first.at, first.seq),
+        ] == await store.sessions()
+
+    async def test_later_checkpoint_replaces_summary(self, store: EventLog) -> None:
+        """A newer checkpoint of a session replaces its summary and moves it to the front."""
+        await store.append([checkpoint(A, 1), checkpoint(B, 1)])
+        latest = (await store.append([user(A), checkpoint(A, 2, stop_reason="completed")]))[-1]
+        summaries = await store.sessions()
+        assert [A, B] == [summary.key for summary in summaries]
+        assert (2, "completed", latest.seq) == (
+            summaries[0].turns,
+            summaries[0].stop_reason,
+            summaries[0].checkpoint_seq,
+        )
+
+    async def test_names_live_holder(self, store: EventLog, clock) -> None:
+        """A live lease shows as the session's holder; an expired one does not."""
+        await store.append([checkpoint(A)])
+        owner = holder("owner")
+        await store.acquire_lease(A, owner, ttl=30)
+        assert [str(owner)] == [summary.holder for summary in await store.sessions()]
+        clock.advance(31)
+        assert [None] == [summary.holder for summary in await store.sessions()]
+
+
+class TestDueSessions:
+    """due_sessions: deferred sessions whose wake time has come."""
+
+    async def test_due_not_due_and_ended(self, store: EventLog, clock) -> None:
+        """Only deferred sessions woken by ``now`` are due, the earliest wake first."""
+        now = clock.now
+        await store.append(
+            [
+                checkpoint(A, stop_reason="deferred", next_wake_at=now - timedelta(minutes=5)),
+                checkpoint(B, stop_reason="deferred", next_wake_at=now + timedelta(minutes=5)),
+                checkpoint(C, stop_reason="completed"),
+                checkpoint(D, stop_reason="deferred", next_wake_at=now - timedelta(minutes=9)),
+            ]
+        )
+        assert [D, A] == [summary.key for summary in await store.due_sessions(now)]
+
+    async def test_wake_time_equal_to_now_is_due(self, store: EventLog, clock) -> None:
+        """A session is due at exactly its wake time."""
+        await store.append([checkpoint(A, stop_reason="deferred", next_wake_at=clock.now)])
+        assert [A] == [summary.key for summary in await store.due_sessions(clock.now)]
+
+    async def test_latest_checkpoint_decides(self, store: EventLog, clock) -> None:
+        """A session that deferred and then ran to completion is not due."""
+        past = clock.now - timedelta(hours=1)
+        await store.append([checkpoint(A, 1, stop_reason="deferred", next_wake_at=past)])
+        await store.append([checkpoint(A, 2, stop_reason="completed")])
+        assert [] == await store.due_sessions(clock.now)
+
+    async def test_running_session_is_not_due(self, store: EventLog, clock) -> None:
+        """A checkpoint with no stop reason (a run going on) is never due."""
+        past = clock.now - timedelta(hours=1)
+        await store.append([checkpoint(A, next_wake_at=past)])
+        assert [] == await store.due_sessions(clock.now)
+
+
+class TestLeases:
+    """Session leases: one live holder at a time."""
+
+    async def test_acquire_free_session(self, store: EventLog, clock) -> None:
+        """A free session's lease is granted until now + ttl."""
+        me = holder("me")
+        lease = await store.acquire_lease(A, me, ttl=30)
+        assert (A, me, clock.now + timedelta(seconds=30)) == (
+            lease.key,
+            lease.holder,
+            lease.expires_at,
+        )
+
+    async def test_held_session_is_locked_naming_holder(self, store: EventLog) -> None:
+        """Asking for a held lease raises SessionLocked naming the session and the holder."""
+        first = holder("first")
+        await store.acquire_lease(A, first, ttl=30)
+        with pytest.raises(SessionLocked) as caught:
+            await store.acquire_lease(A, holder("second"), ttl=30)
+        assert (str(A), str(first)) == (caught.value.session, caught.value.holder)
+        assert str(first) in str(caught.value)
+
+    async def test_holder_may_reacquire(self, store: EventLog, clock) -> None:
+        """The holder asking again gets its lease back, extended."""
+        me = holder("me")
+        await store.acquire_lease(A, me, ttl=30)
+        clock.advance(10)
+        lease = await store.acquire_lease(A, me, ttl=30)
+        assert clock.now + timedelta(seconds=30) == lease.expires_at
+
+    async def test_leases_are_per_session(self, store: EventLog) -> None:
+        """Holding one session does not lock another."""
+        await store.acquire_lease(A, holder("one"), ttl=30)
+        lease = await store.acquire_lease(B, holder("two"), ttl=30)
+        assert B == lease.key
+
+    async def test_takeover_after_expiry(self, store: EventLog, clock) -> None:
+        """Once the ttl has passed, another holder takes the lease."""
+        await store.acquire_lease(A, holder("old"), ttl=30)
+        clock.advance(29)
+        with pytest.raises(SessionLocked):
+            await store.acquire_lease(A, holder("new"), ttl=30)
+        clock.advance(1)
+        lease = await store.acquire_lease(A, holder("new"), ttl=30)
+        assert holder("new") == lease.holder
+
+    async def test_dead_holder_on_this_host_is_taken_over_at_once(
+        self, store: EventLog, dead_pid: int
+    ) -> None:
+        """A holder on this host whose process is gone loses its lease before it expires."""
+        ghost = holder("ghost", host=socket.gethostname(), pid=dead_pid)
+        await store.acquire_lease(A, ghost, ttl=3600)
+        me = LeaseHolder.this_process()
+        assert me == (await store.acquire_lease(A, me, ttl=30)).holder
+
+    async def test_live_holder_on_this_host_is_never_displaced(self, store: EventLog) -> None:
+        """A live process of this host keeps its lease until it expires."""
+        alive = holder("alive", host=socket.gethostname(), pid=os.getpid())
+        await store.acquire_lease(A, alive, ttl=3600)
+        with pytest.raises(SessionLocked):
+            await store.acquire_lease(A, LeaseHolder.this_process(), ttl=30)
+
+    async def test_holder_on_another_host_is_never_displaced(
+        self, store: EventLog, dead_pid: int
+    ) -> None:
+        """A pid that is dead here says nothing about a holder on another host."""
+        remote = holder("remote", host="not-" + socket.gethostname(), pid=dead_pid)
+        await store.acquire_lease(A, remote, ttl=3600)
+        with pytest.raises(SessionLocked):
+            await store.acquire_lease(A, holder("me"), ttl=30)
+
+    async def test_renew_extends(self, store: EventLog, clock) -> None:
+        """Renewing our lease moves its expiry to now + ttl."""
+        lease = await store.acquire_lease(A, holder("me"), ttl=30)
+        clock.advance(20)
+        renewed = await store.renew_lease(lease, ttl=30)
+        assert clock.now + timedelta(seconds=30) == renewed.expires_at
+        clock.advance(20)
+        with pytest.raises(SessionLocked):
+            await store.acquire_lease(A, holder("other"), ttl=30)
+
+    async def test_renew_after_takeover_is_lost(self, store: EventLog, clock) -> None:
+        """Renewing a lease another holder took over raises LeaseLost."""
+        mine = await store.acquire_lease(A, holder("me"), ttl=30)
+        clock.advance(31)
+        await store.acquire_lease(A, holder("other"), ttl=30)
+        with pytest.raises(LeaseLost) as caught:
+            await store.renew_lease(mine, ttl=30)
+        assert str(A) == caught.value.session
+
+    async def test_renew_after_release_is_lost(self, store: EventLog) -> None:
+        """Renewing a released lease raises LeaseLost."""
+        mine = await store.acquire_lease(A, holder("me"), ttl=30)
+        await store.release_lease(mine)
+        with pytest.raises(LeaseLost):
+            await store.renew_lease(mine, ttl=30)
+
+    async def test_release_frees_session(self, store: EventLog) -> None:
+        """After release, anyone may take the lease."""
+        mine = await store.acquire_lease(A, holder("me"), ttl=30)
+        await store.release_lease(mine)
+        await store.release_lease(mine)
+        assert holder("next") == (await store.acquire_lease(A, holder("next"), ttl=30)).holder
+
+    async def test_release_drops_only_own_lease(self, store: EventLog, clock) -> None:
+        """Releasing a lease that was taken over leaves the new holder in place."""
+        old = await store.acquire_lease(A, holder("old"), ttl=30)
+        clock.advance(31)
+        await store.acquire_lease(A, holder("new"), ttl=30)
+        await store.release_lease(old)
+        with pytest.raises(SessionLocked) as caught:
+            await store.acquire_lease(A, holder("third"), ttl=30)
+        assert str(holder("new")) == caught.value.holder
+
+    @pytest.mark.parametrize("ttl", [0, -1.0])
+    async def test_ttl_must_be_positive(self, store: EventLog, ttl: float) -> None:
+        """A lease for no time at all is a misuse."""
+        with pytest.raises(ValueError, match="ttl"):
+            await store.acquire_lease(A, holder("me"), ttl=ttl)
+
+
+class TestLifecycle:
+    """Opening and closing a store."""
+
+    async def test_is_an_event_log(self, store: EventLog) -> None:
+        """Both stores satisfy the runtime-checkable protocol."""
+        assert isinstance(store, EventLog)
+
+    async def test_aclose_is_idempotent_and_final(self, store: EventLog) -> None:
+        """Closing twice is harmless; a closed store refuses further calls."""
+        await store.aclose()
+        await store.aclose()
+        with pytest.raises(StoreUnavailable, match="closed"):
+            await store.append([user(A)])
+
+
+class TestStoredRoundTrip:
+    """Every payload kind comes back from a store as it went in."""
+
+    @settings(
+        max_examples=40,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )
+    @given(batch=st.lists(events(), min_size=1, max_size=4))
+    async def test_events_read_back_equal(self, store: EventLog, batch: list[Event]) -> None:
+        """An appended batch reads back, event by event, equal to what append returned."""
+        appended = await store.append(batch)
+        for event in appended:
+            assert [event] == await store.read(event.key, after_seq=event.seq - 1, limit=1)
