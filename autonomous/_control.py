@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from datetime import datetime, timedelta
 from typing import Any
@@ -90,6 +91,27 @@ _SCHEDULE_PARAMETERS: dict[str, Any] = {
 }
 
 
+# Tools are immutable and the same for every run with the same options: build each once.
+@functools.lru_cache(maxsize=64)
+def _done_tool(name: str, text: str | None, outcomes: tuple[str, ...], schema: str) -> Tool:
+    return Tool(
+        name=name,
+        description=text or done_description(outcomes),
+        parameters=_done_parameters(outcomes, json.loads(schema) if schema else None),
+        fn=_never_called,
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _schedule_tool(name: str, text: str | None, max_defer: float) -> Tool:
+    return Tool(
+        name=name,
+        description=text or schedule_description(max_defer),
+        parameters=_SCHEDULE_PARAMETERS,
+        fn=_never_called,
+    )
+
+
 async def _never_called(**_: Any) -> str:  # pragma: no cover - the driver intercepts these tools
     return "rejected: this tool is handled by the runtime"
 
@@ -111,22 +133,11 @@ class ControlTools:
 
     def tools(self) -> list[Tool]:
         """The tools handed to ``build`` as ``extra_tools``."""
-        made = [
-            Tool(
-                name=self.done_name,
-                description=self.done_text or done_description(self.outcomes),
-                parameters=_done_parameters(self.outcomes, self.result_schema),
-                fn=_never_called,
-            )
-        ]
+        schema = json.dumps(self.result_schema, sort_keys=True) if self.result_schema else ""
+        made = [_done_tool(self.done_name, self.done_text, self.outcomes, schema)]
         if self.schedule_name is not None:
             made.append(
-                Tool(
-                    name=self.schedule_name,
-                    description=self.schedule_text or schedule_description(self.schedule_max_defer),
-                    parameters=_SCHEDULE_PARAMETERS,
-                    fn=_never_called,
-                )
+                _schedule_tool(self.schedule_name, self.schedule_text, self.schedule_max_defer)
             )
         return made
 

@@ -68,7 +68,8 @@ class Wake:
 
     def __init__(self, inbox: Inbox) -> None:
         self._inbox = inbox
-        self._event = anyio.Event()
+        self._requested = False
+        self._event: anyio.Event | None = None  # made when a sleep first waits
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread = threading.get_ident()
         try:
@@ -79,8 +80,13 @@ class Wake:
     def request(self) -> None:
         """Ask for a wake; safe from the loop's thread and from any other thread."""
         if self._loop is not None and threading.get_ident() != self._thread:
-            self._loop.call_soon_threadsafe(self._event.set)
+            self._loop.call_soon_threadsafe(self._set)
         else:
+            self._set()
+
+    def _set(self) -> None:
+        self._requested = True
+        if self._event is not None:
             self._event.set()
 
     def undelivered(self) -> int:
@@ -89,11 +95,16 @@ class Wake:
 
     def consume(self) -> bool:
         """Clear a pending wake; True when one was pending."""
-        was_set = self._event.is_set()
+        was_set, self._requested = self._requested, False
         if was_set:
-            self._event = anyio.Event()
+            self._event = None
         return was_set
 
     async def wait(self) -> None:
         """Return once a wake is requested."""
+        if self._requested:
+            await anyio.lowlevel.checkpoint()
+            return
+        if self._event is None:
+            self._event = anyio.Event()
         await self._event.wait()

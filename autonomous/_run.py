@@ -43,6 +43,7 @@ from ._decide import (
     turn_budget,
 )
 from ._errors import BuildError, ConfigurationError, RunFinished, TurnError, TurnTimeout
+from ._flag import Flag
 from ._inbox import Inbox, InboxMessage, Wake, inbox_block
 from ._options import RunOptions
 from ._progress import (
@@ -59,11 +60,47 @@ from ._result import AutonomousStatus, RetryDecision, RunResult, StopReason
 from ._turn import BudgetReached, Tally, TurnRunner
 
 _FINAL_WRITE_TIMEOUT = 5.0
+_log = structlog.get_logger("autonomous")
 _AUTHOR = "autonomous"
 
 
 class Run:
     """One run of the loop, shared by the entry points and the handle."""
+
+    __slots__ = (
+        "_control",
+        "_final_written",
+        "_phase",
+        "_scope",
+        "_started",
+        "_turn_error",
+        "_unpause",
+        "_wake",
+        "build",
+        "conv",
+        "done",
+        "done_detail",
+        "failed_attempts",
+        "failure",
+        "goal",
+        "hub",
+        "inbox",
+        "key",
+        "log",
+        "next_prompt",
+        "next_wake_at",
+        "opts",
+        "outcome",
+        "outcome_result",
+        "parked",
+        "paused",
+        "ready",
+        "result",
+        "resume_ref",
+        "status",
+        "stop_requested",
+        "tally",
+    )
 
     def __init__(
         self,
@@ -79,16 +116,17 @@ class Run:
         self.resume_ref = resume
         self.hub = ProgressHub(opts.progress)
         self.inbox = Inbox()
-        self.ready = anyio.Event()
-        self.done = anyio.Event()
+        self.ready = Flag()
+        self.done = Flag()
         self.status = AutonomousStatus.RUNNING
         self.result: RunResult | None = None
         self.failure: BaseException | None = None
         self.stop_requested = False
         self.paused = False
         self.parked = False
-        self._phase = anyio.Event()
-        self._unpause = anyio.Event()
+        # Made on first use: an idle Event costs more memory than the rest of a small run.
+        self._phase: anyio.Event | None = None
+        self._unpause: anyio.Event | None = None
         self._scope: anyio.CancelScope | None = None
         self._wake: Wake | None = None
         self._final_written = False
@@ -102,7 +140,9 @@ class Run:
         self.outcome_result: Any = None
         self.failed_attempts = 0
         self._started = 0.0
-        self.log: Any = structlog.get_logger("autonomous")
+        self.log: Any = _log
+        self._control: ControlTools | None = None
+        self._turn_error: BaseException | None = None
 
     # ---- lifecycle -------------------------------------------------------------------
 
@@ -164,7 +204,7 @@ class Run:
 
     def control_tools(self) -> ControlTools:
         """The run's done and schedule tools (built once)."""
-        if not hasattr(self, "_control"):
+        if self._control is None:
             o = self.opts
             self._control = ControlTools(
                 done_name=o.done_tool_name,
@@ -261,7 +301,7 @@ class Run:
         assert self.conv is not None
         control = self.control_tools()
         control.reset()
-        self._turn_error: BaseException | None = None
+        self._turn_error = None
         batch = self.inbox.snapshot()
         caller = _turn_caller(batch)
         base_prompt = self.next_prompt
@@ -274,12 +314,14 @@ class Run:
         error: BaseException | None = None
         calls_before = self.tally.totals.model_calls
         try:
-            with anyio.move_on_after(self.opts.per_turn_timeout or None) as scope:
+            limit = self.opts.per_turn_timeout
+            if not limit:  # no scope at all: it would cost more than a short turn
                 await runner.run(turn, caller)
-            if scope.cancelled_caught:
-                error = TurnTimeout(
-                    f"turn {turn} ran past per_turn_timeout={self.opts.per_turn_timeout:g} s"
-                )
+            else:
+                with anyio.move_on_after(limit) as scope:
+                    await runner.run(turn, caller)
+                if scope.cancelled_caught:
+                    error = TurnTimeout(f"turn {turn} ran past per_turn_timeout={limit:g} s")
         except BudgetReached as stop:
             budget = stop.reason
         except TurnError as exc:
@@ -399,8 +441,9 @@ class Run:
     # ---- pause -----------------------------------------------------------------------
 
     def _notify(self) -> None:
-        event, self._phase = self._phase, anyio.Event()
-        event.set()
+        event, self._phase = self._phase, None
+        if event is not None:
+            event.set()
 
     def _set_idle(self, idle: bool) -> None:
         self.parked = idle
@@ -419,6 +462,8 @@ class Run:
             await self.hub.emit(turn, Paused(turn))
         try:
             while self.paused:
+                if self._unpause is None:
+                    self._unpause = anyio.Event()
                 await self._unpause.wait()
         finally:
             self.parked = False
@@ -435,6 +480,8 @@ class Run:
             self._unpause = anyio.Event()
             await self._control_note("pause", caller)
         while not (self.parked or self.done.is_set() or not self.paused):
+            if self._phase is None:
+                self._phase = anyio.Event()
             await self._phase.wait()
         if self.parked and self.paused and not self.done.is_set():
             self.status = AutonomousStatus.PAUSED
@@ -445,7 +492,8 @@ class Run:
         if self.paused:
             self.paused = False
             self.status = AutonomousStatus.RUNNING
-            self._unpause.set()
+            if self._unpause is not None:
+                self._unpause.set()
             await self._control_note("resume", caller)
             self._notify()
 

@@ -24,6 +24,8 @@ from ._progress import ModelCalled, ProgressHub, ToolCalled
 from ._result import StopReason
 from ._tools import Tool, ToolArgumentError, format_error, format_result, parse_arguments
 
+_log = structlog.get_logger("autonomous")
+
 
 class BudgetReached(Exception):
     """A cap was reached inside a turn: no further model call may start."""
@@ -57,7 +59,7 @@ class TurnRunner:
     gate: Gate | None
     tally: Tally
     elapsed: Callable[[], float]
-    log: Any = attrs.field(factory=lambda: structlog.get_logger("autonomous"))
+    log: Any = attrs.field(factory=lambda: _log)
 
     async def run(self, turn: int, caller: Caller | None) -> str:
         """Run a turn whose prompt is already in the conversation; returns the answer text.

@@ -161,8 +161,12 @@ async def bench_t(calls: int, repeats: int, tmp: Path, synchronous: str) -> dict
     return out
 
 
-async def bench_memory(runs: int, calls: int) -> float:
-    """KiB per run while ``runs`` runs of ``calls`` model calls are all in flight at once."""
+async def bench_memory(runs: int, with_handle: bool) -> float:
+    """KiB per run while ``runs`` runs of 5 model calls are all in flight at once.
+
+    ``with_handle``: each run is started with start_autonomous (a handle and a task group per
+    run); else each is a run_autonomous call in one shared task group.
+    """
     release = anyio.Event()
     all_in = anyio.Event()
     arrived = 0
@@ -175,37 +179,38 @@ async def bench_memory(runs: int, calls: int) -> float:
         await release.wait()
         return call("tick", {"n": 1})
 
-    def make(i: int) -> Callable[[list[Any]], Agent]:
-        steps = [
-            call("tick", {"n": 0}),
-            call("tick", {"n": 1}),
-            gate,
-            call("tick", {"n": 2}),
-            reply("f"),
-        ]
-        model = ScriptedModel(steps, record=False)
+    # Responses are immutable, so the runs share them; each run has its own ScriptedModel.
+    steps = [
+        call("tick", {"n": 0}),
+        call("tick", {"n": 1}),
+        gate,
+        call("tick", {"n": 2}),
+        reply("f"),
+    ]
+
+    def build_for(model: ScriptedModel) -> Callable[[list[Any]], Agent]:
         return lambda extra: Agent(model, tools=[TICK, *extra])
+
+    async def one() -> None:
+        build = build_for(ScriptedModel(steps, record=False))
+        if with_handle:
+            async with start_autonomous(build, "go", max_turns=1) as h:
+                await h.wait()
+        else:
+            await run_autonomous(build, "go", max_turns=1)
 
     gc.collect()
     tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]
     async with anyio.create_task_group() as tg:
-        handles = []
-        for i in range(runs):
-            cm = start_autonomous(make(i), "go", max_turns=1)
-            handles.append(cm)
-            tg.start_soon(_hold, cm)
+        for _ in range(runs):
+            tg.start_soon(one)
         await all_in.wait()
         gc.collect()
         during = tracemalloc.get_traced_memory()[0]
         release.set()
     tracemalloc.stop()
     return (during - base) / runs / 1024
-
-
-async def _hold(cm: Any) -> None:
-    async with cm as h:
-        await h.wait()
 
 
 async def main(quick: bool) -> None:
@@ -235,8 +240,9 @@ async def main(quick: bool) -> None:
         print(
             f"bytes per call T=500 / T=50 (sqlite): {n500['bytes_per_call'] / n50['bytes_per_call']:.2f}"
         )
-    kib = await bench_memory(1000, 5)
-    print(f"memory per concurrent run (1,000 runs of 5 calls, in-memory log): {kib:.1f} KiB")
+    for with_handle, how in ((False, "run_autonomous"), (True, "start_autonomous + handle")):
+        kib = await bench_memory(1000, with_handle)
+        print(f"memory per concurrent run, 1,000 runs of 5 calls, {how}: {kib:.1f} KiB")
 
 
 if __name__ == "__main__":
