@@ -15,6 +15,7 @@ Map:
     _progress.py      typed progress events and their fan-out
     _options.py       RunOptions (every keyword option, validated)
     _result.py        StopReason, AutonomousStatus, RetryDecision, RunResult
+    _remote.py        send_inject / send_control: control a session through its event log
     _errors.py        the error tree (AutonomousError at the root)
     testing.py        ScriptedModel and helpers for users' own tests
 """
@@ -48,6 +49,7 @@ from ._progress import (
     TurnStarted,
     Woke,
 )
+from ._remote import send_control, send_inject
 from ._result import AutonomousStatus, RetryDecision, RunResult, StopReason
 from ._tools import Tool, ToolArgumentError, function_tool
 
@@ -88,5 +90,7 @@ __all__ = [
     "function_tool",
     "resume_autonomous",
     "run_autonomous",
+    "send_control",
+    "send_inject",
     "start_autonomous",
 ]

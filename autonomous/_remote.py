@@ -1,0 +1,57 @@
+"""Control a session from any process that can open its event log: inject, pause, resume, stop.
+
+A run watches its session's log for these events and obeys them (within about a second), the
+same way it obeys its in-process handle; a session that is not running finds them when it is
+resumed (an inject is delivered, a stop or pause is honoured at start).
+"""
+
+from __future__ import annotations
+
+from eventlog import Control, Event, EventLog, InboxQueued, Originator, SessionKey, new_event_id
+from permissions import Caller
+
+from ._errors import ConfigurationError
+
+#: The control actions another process may send.
+ACTIONS = ("pause", "resume", "stop", "wake")
+
+
+def _origin(caller: Caller | None) -> Originator | None:
+    if caller is None:
+        return None
+    return Originator(identity=caller.identity, labels=dict(caller.labels), admin=caller.admin)
+
+
+def _author(via: str, caller: Caller | None) -> str:
+    who = caller.identity if caller is not None and caller.identity else ""
+    return f"{via}:{who}" if who else via
+
+
+async def send_inject(
+    log: EventLog, key: SessionKey, text: str, *, caller: Caller | None = None, via: str = "remote"
+) -> str:
+    """Append an inbox message for ``key``; returns its message id. Durable when this returns."""
+    if not isinstance(text, str) or not text.strip():
+        raise ConfigurationError("inject needs a non-blank message")
+    message_id = new_event_id()
+    event = Event.create(
+        key, InboxQueued(message_id, text, _origin(caller)), author=_author(via, caller)
+    )
+    await log.append([event])
+    return message_id
+
+
+async def send_control(
+    log: EventLog,
+    key: SessionKey,
+    action: str,
+    *,
+    caller: Caller | None = None,
+    detail: str = "",
+    via: str = "remote",
+) -> None:
+    """Append a control request (``pause``, ``resume``, ``stop`` or ``wake``) for ``key``."""
+    if action not in ACTIONS:
+        raise ConfigurationError(f"unknown control action {action!r}; one of {', '.join(ACTIONS)}")
+    event = Event.create(key, Control(action, _origin(caller), detail), author=_author(via, caller))
+    await log.append([event])
