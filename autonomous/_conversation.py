@@ -28,28 +28,62 @@ class Conversation:
     (its events stay in the log) so a retry starts from the same state.
     """
 
-    def __init__(self, log: EventLog, key: SessionKey, system_prompt: str, author: str) -> None:
+    def __init__(
+        self, log: EventLog, key: SessionKey, system_prompt: str, author: str, *, window: int = 0
+    ) -> None:
         self.log = log
         self.key = key
         self.author = author
+        self.system_prompt = system_prompt
         self.messages: list[Message] = (
             [{"role": "system", "content": system_prompt}] if system_prompt else []
         )
         self._base = len(self.messages)
         self._pending: list[Event] = []
         self._turn_start = len(self.messages)
+        self.window = window
+        self._starts: list[int] = []  # where each kept turn begins in ``messages``
+        self.goal = ""
+        self._trimmed = False
 
     def load(self, history: list[Message]) -> None:
-        """Put a resumed session's history after the system message."""
+        """Put a resumed session's history (already windowed) after the system message."""
         self.messages[self._base :] = history
+        self._starts = [i + self._base for i, m in enumerate(history) if m.get("role") == "user"]
         self._turn_start = len(self.messages)
+        self._trim()
+
+    def _trim(self) -> None:
+        """Keep only the newest ``window`` turns; the goal stays in the system message."""
+        if not self.window or len(self._starts) < self.window:
+            return
+        cut = self._starts[-self.window + 1] if self.window > 1 else len(self.messages)
+        removed = cut - self._base
+        if removed <= 0:
+            return
+        del self.messages[self._base : cut]
+        self._starts = [s - removed for s in self._starts if s >= cut]
+        if not self._trimmed:
+            self._trimmed = True
+            self._pin_goal()
+
+    def _pin_goal(self) -> None:
+        note = f"[Goal of this run] {self.goal}" if self.goal else ""
+        note += "\n[Context] Only the most recent turns are shown; earlier turns are in the log."
+        text = f"{self.system_prompt}\n\n{note}" if self.system_prompt else note
+        if self._base:
+            self.messages[0] = {"role": "system", "content": text}
+        else:
+            self.messages.insert(0, {"role": "system", "content": text})
+            self._base = 1
+            self._starts = [s + 1 for s in self._starts]
 
     def record(self, payload: Payload) -> None:
         """Buffer an event for the next flush."""
         self._pending.append(Event.create(self.key, payload, author=self.author))
 
-    async def flush(self) -> list[Event]:
-        """Append every buffered event in one batch."""
+    async def flush(self) -> list[int]:
+        """Append every buffered event in one batch; their seqs."""
         if not self._pending:
             return []
         batch, self._pending = self._pending, []
@@ -60,14 +94,21 @@ class Conversation:
         self._pending = []
 
     def begin_turn(self, prompt: str, turn: int) -> None:
-        """Start a turn: remember where it began and add its prompt."""
+        """Start a turn: remember where it began and add its prompt (trimming old turns)."""
+        if not self.goal:
+            self.goal = prompt
+        self._trim()
         self._turn_start = len(self.messages)
+        if self.window:
+            self._starts.append(self._turn_start)
         self.messages.append({"role": "user", "content": prompt})
         self.record(UserMessage(text=prompt, turn=turn))
 
     def abandon_turn(self) -> None:
         """Cut a failed attempt's messages so the model never sees half a turn."""
         del self.messages[self._turn_start :]
+        if self._starts and self._starts[-1] >= self._turn_start:
+            self._starts.pop()
 
     def add_answer(self, response: ModelResponse, turn: int, cost_usd: float) -> None:
         """Add the model's answer (and buffer its event with the call's usage)."""

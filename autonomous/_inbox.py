@@ -18,6 +18,7 @@ class InboxMessage:
     message_id: str
     text: str
     caller: Originator | None = None
+    seq: int = 0
 
 
 class Inbox:
@@ -50,6 +51,10 @@ class Inbox:
 
     def __len__(self) -> int:
         return len(self._pending)
+
+    def oldest_seq(self) -> int:
+        """The log seq of the oldest waiting message (0: none waits)."""
+        return min((m.seq for m in self._pending if m.seq), default=0)
 
 
 def inbox_block(messages: tuple[InboxMessage, ...], prompt: str) -> str:

@@ -63,6 +63,9 @@ def _optional_callable(name: str, value: Any) -> Any:
 
 
 _SECONDS = (
+    "control_poll",
+    "supervisor_timeout",
+    "pause_max",
     "max_wallclock",
     "per_turn_timeout",
     "schedule_tool_max_defer",
@@ -112,6 +115,11 @@ class RunOptions:
     history_turns: int = 0
     clock: Clock = attrs.field(factory=SystemClock)
     lease_ttl: float = 30.0
+    control_poll: float = 0.5
+    supervisor: Any = None
+    supervisor_timeout: float = 30.0
+    pause_max: float = 0.0
+    telemetry: Any = None
 
     def __attrs_post_init__(self) -> None:
         fix = object.__setattr__  # normalising a frozen instance while it is being built
@@ -122,7 +130,7 @@ class RunOptions:
         fix(self, "max_cost_usd", _money(self.max_cost_usd))
         for name in ("done_tool_name", "schedule_tool_name"):
             _tool_name(name, getattr(self, name))
-        for name in ("before_turn", "progress", "retry_policy"):
+        for name in ("before_turn", "progress", "retry_policy", "supervisor"):
             _optional_callable(name, getattr(self, name))
         fix(self, "outcomes", tuple(self.outcomes))
         if not isinstance(self.continuation_prompt, str) or not self.continuation_prompt.strip():
@@ -140,8 +148,8 @@ class RunOptions:
                 raise ConfigurationError(f"outcomes must be non-blank strings, got {outcome!r}")
         if len(set(self.outcomes)) != len(self.outcomes):
             raise ConfigurationError(f"outcomes has duplicates: {self.outcomes!r}")
-        if self.lease_ttl <= 0:
-            raise ConfigurationError("lease_ttl must be > 0 seconds")
+        if self.lease_ttl <= 0 or self.control_poll <= 0:
+            raise ConfigurationError("lease_ttl and control_poll must be > 0 seconds")
 
 
 def make_options(kwargs: dict[str, Any]) -> RunOptions:

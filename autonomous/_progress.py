@@ -110,8 +110,11 @@ class ProgressHub:
     loop; a reader that went away is dropped; a failing callback is logged and ignored.
     """
 
-    def __init__(self, callback: Any | None, *, buffer: int = 256) -> None:
+    def __init__(
+        self, callback: Any | None, *, buffer: int = 256, recorder: Any | None = None
+    ) -> None:
         self._callback = callback
+        self._recorder = recorder  # the supervisor's window of recent events
         self._is_async = callback is not None and inspect.iscoroutinefunction(callback)
         self._readers: list[MemoryObjectSendStream[ProgressEvent]] = []
         self._buffer = buffer
@@ -120,10 +123,12 @@ class ProgressHub:
     @property
     def active(self) -> bool:
         """True when someone listens; callers skip building events otherwise."""
-        return self._callback is not None or bool(self._readers)
+        return self._callback is not None or self._recorder is not None or bool(self._readers)
 
     async def emit(self, turn: int, event: ProgressEvent) -> None:
         """Hand ``event`` to every consumer without letting any of them break the loop."""
+        if self._recorder is not None:
+            self._recorder(event)
         if self._callback is not None:
             try:
                 outcome = self._callback(turn, event)

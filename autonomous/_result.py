@@ -54,7 +54,8 @@ class RunResult:
     ``turns`` counts every turn executed, failed attempts included. ``duration`` is this
     process's wall-clock seconds (a resumed run starts it again). ``error`` holds the turn, hook
     or scheduler error behind ``retry_policy_aborted``. ``outcome`` and ``result`` carry the
-    done tool's choice when an outcome set is declared.
+    done tool's choice when an outcome set is declared. ``abort_reason`` says why a run ended
+    ``aborted`` (the supervisor's reason, or a pause that outlived ``pause_max``).
     """
 
     reason: StopReason
@@ -70,3 +71,4 @@ class RunResult:
     outcome: str | None = None
     result: Any = None
     session_id: str = ""
+    abort_reason: str = ""

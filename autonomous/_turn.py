@@ -22,6 +22,7 @@ from ._model import Model, ModelResponse, ToolCall
 from ._options import RunOptions
 from ._progress import ModelCalled, ProgressHub, ToolCalled
 from ._result import StopReason
+from ._telemetry import Telemetry
 from ._tools import Tool, ToolArgumentError, format_error, format_result, parse_arguments
 
 _log = structlog.get_logger("autonomous")
@@ -60,6 +61,7 @@ class TurnRunner:
     tally: Tally
     elapsed: Callable[[], float]
     log: Any = attrs.field(factory=lambda: _log)
+    telemetry: Telemetry = attrs.field(factory=Telemetry.disabled)
 
     async def run(self, turn: int, caller: Caller | None) -> str:
         """Run a turn whose prompt is already in the conversation; returns the answer text.
@@ -88,14 +90,20 @@ class TurnRunner:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _call_model(self, turn: int) -> ModelResponse:
-        try:
-            response = await self.model.complete(self.conv.messages, self.specs)
-        except TurnError:
-            raise
-        except Exception as exc:
-            raise ModelError(f"model call to {self.model.name} failed: {exc}") from exc
-        u = response.usage
-        cost = self.pricing.cost(u) if not self.pricing.is_zero else 0.0
+        tel = self.telemetry
+        with tel.model_span(turn, self.model.name) as span:
+            try:
+                response = await self.model.complete(self.conv.messages, self.specs)
+            except TurnError:
+                raise
+            except Exception as exc:
+                raise ModelError(f"model call to {self.model.name} failed: {exc}") from exc
+            u = response.usage
+            cost = self.pricing.cost(u) if not self.pricing.is_zero else 0.0
+            if tel.enabled:
+                tel.set_usage(span, u.input_tokens, u.output_tokens, cost)
+                tel.count_tokens(u.input_tokens, u.output_tokens)
+                tel.count_cost(cost)
         self.tally.totals = self.tally.totals.add_call(u.input_tokens, u.output_tokens, cost)
         model_name = response.model or self.model.name
         if self.tracker is not None:
@@ -126,11 +134,16 @@ class TurnRunner:
         return response
 
     async def _dispatch(self, call: ToolCall, turn: int, caller: Caller | None) -> None:
-        if self.control.handles(call.name):
-            content = self.control.call(call.name, call.arguments, turn)
-            outcome = "ok" if content.startswith("acknowledged") else "rejected"
-        else:
-            content, outcome = await self._invoke(call, turn, caller)
+        tel = self.telemetry
+        with tel.tool_span(turn, call.name) as span:
+            if self.control.handles(call.name):
+                content = self.control.call(call.name, call.arguments, turn)
+                outcome = "ok" if content.startswith("acknowledged") else "rejected"
+            else:
+                content, outcome = await self._invoke(call, turn, caller)
+            if tel.enabled:
+                tel.set_tool_outcome(span, outcome)
+                tel.count_tool(call.name, outcome)
         self.conv.add_tool_result(call.id, call.name, content, outcome, turn)
         self.log.info("tool_call", turn=turn, tool=call.name, outcome=outcome)
         if self.hub.active:

@@ -28,10 +28,14 @@ def _make_converter() -> cattrs.Converter:
 
 _converter = _make_converter()
 
+# One encoder, made once: ``json.dumps`` with options builds a new encoder on every call, which
+# costs more than encoding a small payload. Values JSON cannot hold are written as text.
+_encode_json = json.JSONEncoder(separators=(",", ":"), default=str).encode
+
 
 def encode_payload(payload: Payload) -> str:
     """The payload as compact JSON text."""
-    return json.dumps(_converter.unstructure(payload), separators=(",", ":"), default=str)
+    return _encode_json(_converter.unstructure(payload))
 
 
 def decode_payload(

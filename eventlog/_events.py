@@ -139,7 +139,9 @@ class Checkpoint:
     ``stop_reason`` is ``None`` while the run goes on; a run that ended writes the reason.
     ``turn_failed`` marks the checkpoint of a failed attempt: the conversation events since the
     previous checkpoint are not part of the history a resume loads. ``failed_attempts`` counts
-    consecutive failures of the current turn (the retry policy's ``attempt``).
+    consecutive failures of the current turn (the retry policy's ``attempt``). ``goal`` is the
+    run's first prompt (kept in every window of history). ``inbox_from_seq`` is the seq of the
+    oldest inbox message not yet delivered (0: none), so a resume reads the inbox from there.
     """
 
     turns: int
@@ -156,6 +158,8 @@ class Checkpoint:
     model_calls: int = 0
     turn_failed: bool = False
     failed_attempts: int = 0
+    goal: str = ""
+    inbox_from_seq: int = 0
 
 
 @attrs.frozen

@@ -4,31 +4,49 @@ from __future__ import annotations
 
 import socket
 from bisect import bisect_right
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
 from itertools import islice
+from operator import itemgetter
 from types import TracebackType
 from typing import Self
 
 import attrs
 
 from ._errors import LeaseLost, SessionLocked, StoreUnavailable
-from ._events import Event, EventKind, SessionKey, utcnow
+from ._events import Checkpoint, Event, EventKind, SessionKey, utcnow
 from ._rules import as_utc, check_limit, is_due, lease_expiry, may_take_lease, summary_of
 from ._store import Clock, Lease, LeaseHolder, SessionSummary
 
+#: An appended event as the log keeps it: its seq, and the event as it was given.
+_Stored = tuple[int, Event]
 
-def _seq_of(event: Event) -> int:
-    return event.seq
+_seq_of = itemgetter(0)
+
+
+def _with_seq(stored: _Stored) -> Event:
+    """The stored event as a reader sees it: with its seq."""
+    seq, event = stored
+    return Event(
+        key=event.key,
+        kind=event.kind,
+        payload=event.payload,
+        author=event.author,
+        at=event.at,
+        id=event.id,
+        seq=seq,
+        v=event.v,
+    )
 
 
 class MemoryEventLog:
     """An :class:`~eventlog.EventLog` that keeps events as objects in this process.
 
-    Appending is cheap (no encoding, no I/O) and atomic: a batch is added with no ``await`` in
-    between, so other tasks see all of it or none of it. Events are kept per session, the latest
-    checkpoint and the session summary per session, so reads never scan other sessions. Leases
-    follow the same rules as :class:`~eventlog.SqliteEventLog`'s. Nothing survives the process.
+    Appending is cheap (no encoding, no I/O, no copies: each event is kept as given, next to
+    its seq; readers get events with their seq) and atomic: a batch is added with no ``await``
+    in between, so other tasks see all of it or none of it. Events are kept per session, and
+    the latest checkpoint per session, so reads never scan other sessions. Leases follow the
+    same rules as :class:`~eventlog.SqliteEventLog`'s. Nothing survives the process.
 
     ``clock`` gives the current UTC time for leases and the ``holder`` of :meth:`sessions`.
     """
@@ -39,9 +57,9 @@ class MemoryEventLog:
         self._clock = clock
         self._host = socket.gethostname()
         self._seq = 0
-        self._events: dict[SessionKey, list[Event]] = {}
-        self._checkpoints: dict[SessionKey, Event] = {}
-        self._summaries: dict[SessionKey, SessionSummary] = {}
+        self._events: dict[SessionKey, list[_Stored]] = {}
+        self._checkpoints: dict[SessionKey, _Stored] = {}
+        self._summaries: dict[SessionKey, SessionSummary] = {}  # built on demand, per checkpoint
         self._leases: dict[SessionKey, Lease] = {}
         self._closed = False
 
@@ -68,41 +86,29 @@ class MemoryEventLog:
         if self._closed:
             raise StoreUnavailable("this MemoryEventLog is closed")
 
-    async def append(self, events: Sequence[Event]) -> list[Event]:
-        """Append ``events`` atomically, in order; returns them with their assigned ``seq``."""
+    async def append(self, events: Sequence[Event]) -> list[int]:
+        """Append ``events`` atomically, in order; returns their ``seq``s, in order.
+
+        A checkpoint kind without a checkpoint payload fails the whole batch (``TypeError``).
+        """
         self._check_open()
-        seq = self._seq
-        appended: list[Event] = []
-        checkpoints: list[tuple[Event, SessionSummary]] = []
         for event in events:
-            seq += 1
-            stored = Event(
-                key=event.key,
-                kind=event.kind,
-                payload=event.payload,
-                author=event.author,
-                at=event.at,
-                id=event.id,
-                seq=seq,
-                v=event.v,
-            )
-            appended.append(stored)
-            if stored.kind == EventKind.CHECKPOINT:
-                checkpoints.append((stored, summary_of(stored)))
-        # Everything that can fail has run; from here on the batch lands whole.
-        self._seq = seq
+            if event.kind == EventKind.CHECKPOINT and not isinstance(event.payload, Checkpoint):
+                raise TypeError(f"event {event.id} is a {event.kind}, not a checkpoint")
+        # Nothing below can fail: the batch lands whole.
+        first = self._seq + 1
+        self._seq += len(events)
         by_session = self._events
         key: SessionKey | None = None
-        bucket: list[Event] = []
-        for stored in appended:
-            if stored.key is not key:  # batches are mostly one session: hash its key once
-                key = stored.key
+        bucket: list[_Stored] = []
+        for seq, event in enumerate(events, first):
+            if event.key is not key:  # batches are mostly one session: hash its key once
+                key = event.key
                 bucket = by_session.setdefault(key, [])
-            bucket.append(stored)
-        for stored, summary in checkpoints:
-            self._checkpoints[stored.key] = stored
-            self._summaries[stored.key] = summary
-        return appended
+            bucket.append((seq, event))
+            if event.kind == EventKind.CHECKPOINT:
+                self._checkpoints[key] = (seq, event)
+        return list(range(first, self._seq + 1))
 
     async def read(
         self,
@@ -117,11 +123,11 @@ class MemoryEventLog:
         check_limit(limit)
         bucket = self._events.get(key, [])
         start = bisect_right(bucket, after_seq, key=_seq_of)
-        found: Iterator[Event] = iter(bucket[start:])
+        found: Iterable[_Stored] = islice(bucket, start, None)
         if kinds is not None:
             wanted = frozenset(kinds)
-            found = (event for event in found if event.kind in wanted)
-        return list(islice(found, limit))
+            found = (stored for stored in found if stored[1].kind in wanted)
+        return [_with_seq(stored) for stored in islice(found, limit)]
 
     async def read_last(
         self, key: SessionKey, kinds: Collection[EventKind], limit: int
@@ -130,20 +136,22 @@ class MemoryEventLog:
         self._check_open()
         check_limit(limit)
         wanted = frozenset(kinds)
-        newest = (event for event in reversed(self._events.get(key, [])) if event.kind in wanted)
-        found = list(islice(newest, limit))
+        bucket = self._events.get(key, [])
+        newest = (stored for stored in reversed(bucket) if stored[1].kind in wanted)
+        found = [_with_seq(stored) for stored in islice(newest, limit)]
         found.reverse()
         return found
 
     async def latest_checkpoint(self, key: SessionKey) -> Event | None:
         """The session's newest checkpoint event, or ``None``."""
         self._check_open()
-        return self._checkpoints.get(key)
+        stored = self._checkpoints.get(key)
+        return None if stored is None else _with_seq(stored)
 
     async def sessions(self) -> list[SessionSummary]:
         """Every session that has written a checkpoint, newest first, with its live holder."""
         self._check_open()
-        newest = sorted(self._summaries.values(), key=lambda s: s.checkpoint_seq, reverse=True)
+        newest = sorted(self._current_summaries(), key=lambda s: s.checkpoint_seq, reverse=True)
         return [self._with_holder(summary) for summary in newest]
 
     async def due_sessions(self, now: datetime) -> list[SessionSummary]:
@@ -152,9 +160,20 @@ class MemoryEventLog:
         Earliest wake time first.
         """
         self._check_open()
-        due = [summary for summary in self._summaries.values() if is_due(summary, now)]
+        due = [summary for summary in self._current_summaries() if is_due(summary, now)]
         due.sort(key=lambda s: (s.next_wake_at, s.checkpoint_seq))
         return [self._with_holder(summary) for summary in due]
+
+    def _current_summaries(self) -> list[SessionSummary]:
+        """Each session's summary as its latest checkpoint left it (built once per checkpoint)."""
+        summaries = self._summaries
+        current: list[SessionSummary] = []
+        for key, (seq, event) in self._checkpoints.items():
+            summary = summaries.get(key)
+            if summary is None or summary.checkpoint_seq != seq:
+                summary = summaries[key] = summary_of(event, seq)
+            current.append(summary)
+        return current
 
     def _with_holder(self, summary: SessionSummary) -> SessionSummary:
         lease = self._leases.get(summary.key)

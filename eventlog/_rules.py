@@ -57,8 +57,12 @@ def may_take_lease(
     return current.host == this_host and not alive(current.pid)
 
 
-def summary_of(event: Event) -> SessionSummary:
-    """The session summary a checkpoint event leaves behind."""
+def summary_of(event: Event, seq: int | None = None) -> SessionSummary:
+    """The session summary a checkpoint event leaves behind.
+
+    ``seq`` is the checkpoint's seq when the event itself does not carry it (a store that keeps
+    events as appended, seq aside). Raises :class:`TypeError` for an event that is no checkpoint.
+    """
     payload = event.payload
     if not isinstance(payload, Checkpoint):
         raise TypeError(f"event {event.id} is a {event.kind}, not a checkpoint")
@@ -70,7 +74,7 @@ def summary_of(event: Event) -> SessionSummary:
         stop_reason=None if payload.stop_reason is None else str(payload.stop_reason),
         next_wake_at=None if wake is None else as_utc(wake),
         updated_at=as_utc(event.at),
-        checkpoint_seq=event.seq,
+        checkpoint_seq=event.seq if seq is None else seq,
     )
 
 

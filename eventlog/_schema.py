@@ -9,47 +9,58 @@ from typing import Any
 from ._codec import decode_payload, encode_payload
 from ._errors import CorruptEvent
 from ._events import Event, EventKind, SessionKey
-from ._rules import as_utc
+from ._rules import as_utc, summary_of
 from ._store import LeaseHolder, SessionSummary
 
 #: The version of the tables below, kept in ``meta``; a newer file is refused, never rewritten.
-STORE_VERSION = 1
+#: Version 2 keys events by an integer session id (``sessions.sid``) instead of three text
+#: columns, and finds a session's latest checkpoint through ``sessions.checkpoint_seq``.
+STORE_VERSION = 2
 
+#: The page size of a new file. Every commit writes each page it touched to the WAL in full, and
+#: the WAL is synced and copied back at each checkpoint: an append of a few small events touches
+#: two pages (the events table and its session index), so small pages write less per commit.
+PAGE_SIZE = 2048
+
+#: WAL pages after which a commit copies the WAL back into the file (syncing both): SQLite's
+#: default of 1000 pages is 4 MiB of its default 4 KiB pages; this keeps the 4 MiB, so that the
+#: fixed cost of each such checkpoint is spread over as many commits as by default.
+WAL_AUTOCHECKPOINT = 4 * 1024 * 1024 // PAGE_SIZE
+
+# ``events.seq`` is the rowid, so a new event gets the largest seq so far plus one: rows are
+# never deleted, hence seqs only grow (AUTOINCREMENT would cost one more page per commit).
 SCHEMA_SCRIPT = f"""
 BEGIN IMMEDIATE;
 CREATE TABLE IF NOT EXISTS meta (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
 );
-CREATE TABLE IF NOT EXISTS events (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    id TEXT NOT NULL,
+CREATE TABLE IF NOT EXISTS sessions (
+    sid INTEGER PRIMARY KEY,
     app TEXT NOT NULL,
     user TEXT NOT NULL,
     session_id TEXT NOT NULL,
+    checkpoint_seq INTEGER,
+    turns INTEGER,
+    cost_usd REAL,
+    stop_reason TEXT,
+    next_wake_at TEXT,
+    updated_at TEXT,
+    UNIQUE (app, user, session_id)
+);
+CREATE INDEX IF NOT EXISTS sessions_by_wake ON sessions (next_wake_at)
+    WHERE stop_reason = 'deferred';
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY,
+    sid INTEGER NOT NULL REFERENCES sessions (sid),
+    id TEXT NOT NULL,
     kind TEXT NOT NULL,
     author TEXT NOT NULL,
     at TEXT NOT NULL,
     v INTEGER NOT NULL,
     payload TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS events_by_session ON events (app, user, session_id, seq);
-CREATE INDEX IF NOT EXISTS events_checkpoints ON events (app, user, session_id, seq)
-    WHERE kind = 'checkpoint';
-CREATE TABLE IF NOT EXISTS sessions (
-    app TEXT NOT NULL,
-    user TEXT NOT NULL,
-    session_id TEXT NOT NULL,
-    checkpoint_seq INTEGER NOT NULL,
-    turns INTEGER NOT NULL,
-    cost_usd REAL NOT NULL,
-    stop_reason TEXT,
-    next_wake_at TEXT,
-    updated_at TEXT NOT NULL,
-    PRIMARY KEY (app, user, session_id)
-);
-CREATE INDEX IF NOT EXISTS sessions_by_wake ON sessions (next_wake_at)
-    WHERE stop_reason = 'deferred';
+CREATE INDEX IF NOT EXISTS events_by_session ON events (sid, seq);
 CREATE TABLE IF NOT EXISTS leases (
     app TEXT NOT NULL,
     user TEXT NOT NULL,
@@ -68,24 +79,28 @@ COMMIT;
 HAS_META = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
 GET_VERSION = "SELECT value FROM meta WHERE key = 'schema_version'"
 
-_EVENT_COLUMNS = "seq, id, app, user, session_id, kind, author, at, v, payload"
 _SESSION = "app = ? AND user = ? AND session_id = ?"
+_SID = f"(SELECT sid FROM sessions WHERE {_SESSION})"
+_EVENT_COLUMNS = "seq, id, kind, author, at, v, payload"
 
-SELECT_EVENTS = f"SELECT {_EVENT_COLUMNS} FROM events WHERE {_SESSION} AND seq > ?"
-SELECT_LAST = f"SELECT {_EVENT_COLUMNS} FROM events WHERE {_SESSION} AND kind IN ({{}})"
-SELECT_CHECKPOINT = (
-    f"SELECT {_EVENT_COLUMNS} FROM events INDEXED BY events_checkpoints"
-    f" WHERE {_SESSION} AND kind = 'checkpoint' ORDER BY seq DESC LIMIT 1"
+SELECT_SID = f"SELECT sid FROM sessions WHERE {_SESSION}"
+INSERT_SESSION = "INSERT INTO sessions (app, user, session_id) VALUES (?, ?, ?)"
+
+INSERT_EVENT = (
+    "INSERT INTO events (sid, id, kind, author, at, v, payload) VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
+UPDATE_SUMMARY = """
+UPDATE sessions SET
+    checkpoint_seq = ?, turns = ?, cost_usd = ?, stop_reason = ?, next_wake_at = ?, updated_at = ?
+WHERE sid = ?
+"""
 
-UPSERT_SESSION = """
-INSERT INTO sessions
-    (app, user, session_id, checkpoint_seq, turns, cost_usd, stop_reason, next_wake_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (app, user, session_id) DO UPDATE SET
-    checkpoint_seq = excluded.checkpoint_seq, turns = excluded.turns,
-    cost_usd = excluded.cost_usd, stop_reason = excluded.stop_reason,
-    next_wake_at = excluded.next_wake_at, updated_at = excluded.updated_at
+SELECT_EVENTS = f"SELECT {_EVENT_COLUMNS} FROM events WHERE sid = {_SID} AND seq > ?"
+SELECT_LAST = f"SELECT {_EVENT_COLUMNS} FROM events WHERE sid = {_SID} AND kind IN ({{}})"
+SELECT_CHECKPOINT = """
+SELECT e.seq, e.id, e.kind, e.author, e.at, e.v, e.payload
+FROM sessions AS s JOIN events AS e ON e.seq = s.checkpoint_seq
+WHERE s.app = ? AND s.user = ? AND s.session_id = ?
 """
 
 _SUMMARY_SELECT = """
@@ -94,7 +109,9 @@ SELECT s.app, s.user, s.session_id, s.turns, s.cost_usd, s.stop_reason, s.next_w
 FROM sessions AS s LEFT JOIN leases AS l
     ON l.app = s.app AND l.user = s.user AND l.session_id = s.session_id AND l.expires_at > ?
 """
-SELECT_SESSIONS = _SUMMARY_SELECT + " ORDER BY s.checkpoint_seq DESC"
+SELECT_SESSIONS = (
+    _SUMMARY_SELECT + " WHERE s.checkpoint_seq IS NOT NULL ORDER BY s.checkpoint_seq DESC"
+)
 SELECT_DUE = (
     _SUMMARY_SELECT
     + " WHERE s.stop_reason = 'deferred' AND s.next_wake_at <= ?"
@@ -115,11 +132,6 @@ RENEW_LEASE = (
 )
 RELEASE_LEASE = f"DELETE FROM leases WHERE {_SESSION} AND token = ?"
 
-INSERT_EVENT = (
-    "INSERT INTO events (id, app, user, session_id, kind, author, at, v, payload)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-
 
 def timestamp(moment: datetime) -> str:
     """A UTC time as fixed-width ISO text, so that text order is time order."""
@@ -131,14 +143,15 @@ def session_params(key: SessionKey) -> tuple[str, str, str]:
     return (key.app, key.user, key.session_id)
 
 
-def event_params(event: Event) -> tuple[Any, ...]:
-    """The INSERT parameters of one event (the payload encoded as JSON)."""
-    key = event.key
+def event_row(sid: int | SessionKey, event: Event) -> tuple[Any, ...]:
+    """The INSERT parameters of one event (the payload encoded as JSON).
+
+    ``sid`` is the session's id, or its key when the id is not known yet (the writer looks it
+    up, or adds the session, in the append's transaction).
+    """
     return (
+        sid,
         event.id,
-        key.app,
-        key.user,
-        key.session_id,
         str(event.kind),
         event.author,
         event.at.isoformat(),
@@ -147,12 +160,14 @@ def event_params(event: Event) -> tuple[Any, ...]:
     )
 
 
-def summary_params(summary: SessionSummary) -> tuple[Any, ...]:
-    """The UPSERT parameters of a session summary."""
+def checkpoint_params(event: Event) -> tuple[Any, ...]:
+    """The summary a checkpoint leaves, as UPDATE parameters after ``checkpoint_seq``.
+
+    Raises :class:`TypeError` when the event's payload is not a checkpoint.
+    """
+    summary = summary_of(event)
     wake = summary.next_wake_at
     return (
-        *session_params(summary.key),
-        summary.checkpoint_seq,
         summary.turns,
         summary.cost_usd,
         summary.stop_reason,
@@ -161,10 +176,10 @@ def summary_params(summary: SessionSummary) -> tuple[Any, ...]:
     )
 
 
-def event_from_row(row: Sequence[Any], key: SessionKey | None = None) -> Event:
-    """The event stored in ``row``; an unreadable row raises :class:`CorruptEvent`."""
-    seq, event_id, app, user, session_id, kind, author, at, v, payload = row
-    key = key if key is not None else SessionKey(app, user, session_id)
+def event_from_row(row: Sequence[Any], key: SessionKey) -> Event:
+    """The event of session ``key`` stored in ``row``; an unreadable row raises
+    :class:`CorruptEvent`."""
+    seq, event_id, kind, author, at, v, payload = row
     session = str(key)
     decoded = decode_payload(kind, payload, v=v, session=session, seq=seq, event_id=event_id)
     try:

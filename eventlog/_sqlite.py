@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import functools
 import os
 import socket
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Collection, Sequence
+import threading
+import weakref
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, Self, TypeAlias, TypeVar, cast
 
 import aiosqlite
 import anyio
@@ -17,12 +21,19 @@ import anyio
 from . import _schema as sql
 from ._errors import LeaseLost, SessionLocked, StoreUnavailable
 from ._events import Event, EventKind, SessionKey, utcnow
-from ._rules import as_utc, check_limit, lease_expiry, may_take_lease, summary_of
+from ._rules import as_utc, check_limit, lease_expiry, may_take_lease
 from ._store import Clock, Lease, LeaseHolder, SessionSummary
 
 T = TypeVar("T")
 
+#: What an operation was doing, for its error message: text, or a function that makes the text
+#: (built only when the operation fails, never on the hot path).
+Action: TypeAlias = str | Callable[[], str]
+
 _SYNCHRONOUS = ("NORMAL", "FULL")
+
+#: Seconds a connection left open at interpreter exit gets to finish and close.
+_EXIT_GRACE = 2.0
 
 
 class SqliteEventLog:
@@ -65,8 +76,10 @@ class SqliteEventLog:
         self._create = create
         self._busy_ms = int(busy_timeout * 1000)
         self._host = socket.gethostname()
-        self._lock = anyio.Lock(fast_acquire=True)
+        self._lock = anyio.Lock(fast_acquire=True)  # opening and closing, not each operation
         self._db: aiosqlite.Connection | None = None
+        self._sids: dict[SessionKey, int] = {}  # sessions.sid of each session seen, once committed
+        self._exit_hook: Callable[[], None] | None = None
         self._closed = False
 
     @property
@@ -91,21 +104,22 @@ class SqliteEventLog:
 
     async def open(self) -> None:
         """Open the file now (creating the schema if needed) rather than on first use."""
-        async with self._connection("open it"):
-            pass
+        await self._connection("open it")
 
     async def aclose(self) -> None:
-        """Close the connection after the operation in flight; idempotent.
+        """Close the connection after the operations in flight; idempotent.
 
-        A closed log refuses every further call.
+        A closed log refuses every further call. A log that is never closed does not keep the
+        process alive: its connection is closed at interpreter exit.
         """
         if self._closed:
             return
         self._closed = True
-        with anyio.CancelScope(shield=True):  # bounded: the operation in flight, then close
+        with anyio.CancelScope(shield=True):  # bounded: the operations in flight, then close
             async with self._lock:
                 db, self._db = self._db, None
                 if db is not None:
+                    self._forget_exit_hook()
                     try:
                         await db.close()
                     except sqlite3.Error as exc:
@@ -113,17 +127,23 @@ class SqliteEventLog:
 
     # -- writing ---------------------------------------------------------------------------
 
-    async def append(self, events: Sequence[Event]) -> list[Event]:
-        """Append ``events`` in one transaction, in order; returns them with their ``seq``.
+    async def append(self, events: Sequence[Event]) -> list[int]:
+        """Append ``events`` in one transaction, in order; returns their ``seq``s, in order.
 
         A checkpoint in the batch also updates its session's summary, in the same transaction.
+        An event that cannot be stored (a checkpoint kind without a checkpoint payload) fails
+        the whole batch. The events are encoded on the connection's thread, in the same trip
+        (measured cheaper than encoding them here first): do not change them while appending.
         """
         if not events:
             return []
-        rows = [sql.event_params(event) for event in events]
-        return await self._write(
-            f"append to session {events[0].key}", lambda conn, _: _insert(conn, events, rows)
+        seqs, added = await self._write(
+            lambda: f"append to session {events[0].key}",
+            functools.partial(_append, events=events, sids=self._sids),
         )
+        if added:  # committed: these sessions' ids are final
+            self._sids.update(added)
+        return seqs
 
     async def acquire_lease(self, key: SessionKey, holder: LeaseHolder, ttl: float) -> Lease:
         """Take the session's lease for ``ttl`` seconds or raise :class:`SessionLocked`.
@@ -131,9 +151,10 @@ class SqliteEventLog:
         The lease is free when nobody holds it, we hold it, it expired, or its holder was a
         process of this host that no longer exists. A live holder is never displaced.
         """
+        now = as_utc(self._clock())
+        expires_at = lease_expiry(now, ttl)
 
-        def take(conn: sqlite3.Connection, now: datetime) -> Lease:
-            expires_at = lease_expiry(now, ttl)
+        def take(conn: sqlite3.Connection) -> Lease:
             row = conn.execute(sql.SELECT_LEASE, sql.session_params(key)).fetchone()
             if row is not None:
                 current = LeaseHolder(*row[:3])
@@ -145,14 +166,15 @@ class SqliteEventLog:
             conn.execute(sql.WRITE_LEASE, params)
             return Lease(key=key, holder=holder, expires_at=expires_at)
 
-        return await self._write(f"lease session {key}", take)
+        return await self._write(lambda: f"lease session {key}", _in_transaction(take))
 
     async def renew_lease(self, lease: Lease, ttl: float) -> Lease:
         """Extend our lease or raise :class:`LeaseLost` when it is no longer ours."""
         key, holder = lease.key, lease.holder
+        now = as_utc(self._clock())
+        expires_at = lease_expiry(now, ttl)
 
-        def renew(conn: sqlite3.Connection, now: datetime) -> Lease:
-            expires_at = lease_expiry(now, ttl)
+        def renew(conn: sqlite3.Connection) -> Lease:
             stamps = (sql.timestamp(now), sql.timestamp(expires_at))
             ours = (holder.host, holder.pid, holder.token)
             cursor = conn.execute(sql.RENEW_LEASE, (*stamps, *sql.session_params(key), *ours))
@@ -162,14 +184,16 @@ class SqliteEventLog:
                 raise LeaseLost(str(key), detail)
             return Lease(key=key, holder=holder, expires_at=expires_at)
 
-        return await self._write(f"renew the lease of session {key}", renew)
+        return await self._write(
+            lambda: f"renew the lease of session {key}", _in_transaction(renew)
+        )
 
     async def release_lease(self, lease: Lease) -> None:
         """Drop our lease row (never another holder's); releasing twice is harmless."""
         params = (*sql.session_params(lease.key), lease.holder.token)
         await self._write(
-            f"release the lease of session {lease.key}",
-            lambda conn, _: conn.execute(sql.RELEASE_LEASE, params),
+            lambda: f"release the lease of session {lease.key}",
+            _in_transaction(lambda conn: conn.execute(sql.RELEASE_LEASE, params)),
         )
 
     # -- reading ---------------------------------------------------------------------------
@@ -194,7 +218,7 @@ class SqliteEventLog:
         if limit is not None:
             query += " LIMIT ?"
             params.append(limit)
-        rows = await self._fetch(f"read session {key}", query, params)
+        rows = await self._fetch(lambda: f"read session {key}", query, params)
         return [sql.event_from_row(row, key) for row in rows]
 
     async def read_last(
@@ -205,18 +229,19 @@ class SqliteEventLog:
         names = [str(kind) for kind in kinds]
         query = sql.SELECT_LAST.format(", ".join("?" * len(names))) + " ORDER BY seq DESC LIMIT ?"
         params = [*sql.session_params(key), *names, limit]
-        rows = await self._fetch(f"read session {key}", query, params)
+        rows = await self._fetch(lambda: f"read session {key}", query, params)
         return [sql.event_from_row(row, key) for row in reversed(rows)]
 
     async def latest_checkpoint(self, key: SessionKey) -> Event | None:
-        """The session's newest checkpoint event (read through a partial index), or ``None``."""
+        """The session's newest checkpoint event (found through its summary row), or ``None``."""
         query, params = sql.SELECT_CHECKPOINT, sql.session_params(key)
-        rows = await self._fetch(f"read session {key}", query, params)
+        rows = await self._fetch(lambda: f"read session {key}", query, params)
         return sql.event_from_row(rows[0], key) if rows else None
 
     async def sessions(self) -> list[SessionSummary]:
         """Every session that has written a checkpoint, newest first, with its live holder."""
-        rows = await self._fetch("list sessions", sql.SELECT_SESSIONS, (), with_now=True)
+        params = (sql.timestamp(self._clock()),)
+        rows = await self._fetch("list sessions", sql.SELECT_SESSIONS, params)
         return [sql.summary_from_row(row) for row in rows]
 
     async def due_sessions(self, now: datetime) -> list[SessionSummary]:
@@ -224,40 +249,43 @@ class SqliteEventLog:
 
         Earliest wake time first; an indexed read.
         """
-        params = (sql.timestamp(now),)
-        rows = await self._fetch("list due sessions", sql.SELECT_DUE, params, with_now=True)
+        params = (sql.timestamp(self._clock()), sql.timestamp(now))
+        rows = await self._fetch("list due sessions", sql.SELECT_DUE, params)
         return [sql.summary_from_row(row) for row in rows]
 
     # -- the connection --------------------------------------------------------------------
 
-    async def _fetch(
-        self, action: str, query: str, params: Sequence[Any], *, with_now: bool = False
-    ) -> list[Any]:
-        async with self._connection(action) as db:
-            if with_now:
-                params = [sql.timestamp(self._clock()), *params]
-            return list(await db.execute_fetchall(query, params))
+    async def _fetch(self, action: Action, query: str, params: Sequence[Any]) -> list[Any]:
+        """The rows of one query, read in one trip to the connection's thread."""
+        db = self._db or await self._connection(action)
+        try:
+            return await _on_thread(db, lambda conn: conn.execute(query, params).fetchall())
+        except sqlite3.Error as exc:
+            raise self._unavailable(action, exc) from exc
 
-    async def _write(self, action: str, work: Callable[[sqlite3.Connection, datetime], T]) -> T:
-        """Run ``work(conn, now)`` as one transaction, in one trip to the connection's thread.
+    async def _write(self, action: Action, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``work(conn)`` (a transaction) in one trip to the connection's thread.
 
-        ``now`` is read from the clock once the connection is ours, just before the trip.
+        Operations need no lock of their own: each is queued whole on the connection's one
+        thread, which runs them one at a time, in order.
         """
-        async with self._connection(action) as db:
-            now = as_utc(self._clock())
-            try:
-                return await _on_thread(db, lambda conn: _transaction(conn, work, now))
-            except Exception:
-                if db.in_transaction:  # the rollback failed: start over on a fresh connection
-                    await self._drop(db)
-                raise
+        db = self._db or await self._connection(action)
+        try:
+            return await _on_thread(db, work)
+        except Exception as exc:
+            if _stuck_in_transaction(db):  # the rollback failed: start over on a fresh connection
+                await self._drop(db)
+            if isinstance(exc, sqlite3.Error):
+                raise self._unavailable(action, exc) from exc
+            raise
 
-    @contextlib.asynccontextmanager
-    async def _connection(self, action: str) -> AsyncIterator[aiosqlite.Connection]:
-        """The connection, ours alone for one operation; sqlite errors become ours here."""
+    async def _connection(self, action: Action) -> aiosqlite.Connection:
+        """The open connection, opened now if need be; sqlite errors become ours here."""
         async with self._lock:
+            if self._db is not None:
+                return self._db
             try:
-                yield self._db if self._db is not None else await self._connect()
+                return await self._connect()
             except sqlite3.Error as exc:
                 raise self._unavailable(action, exc) from exc
 
@@ -266,19 +294,40 @@ class SqliteEventLog:
             raise StoreUnavailable(f"event log {self._path} is closed")
         if self._path != ":memory:":
             await self._check_file()
-        db = await aiosqlite.connect(self._path, isolation_level=None)
+        db = aiosqlite.connect(self._path, isolation_level=None)
+        _make_daemon(db)
+        await db
         try:
-            await db.executescript(
-                f"PRAGMA busy_timeout = {self._busy_ms}; PRAGMA synchronous = {self._synchronous};"
-            )
-            await db.execute("PRAGMA journal_mode = WAL")
-            await self._ensure_schema(db)
+            found = await _on_thread(db, self._set_up)
         except BaseException:
             with anyio.CancelScope(shield=True), contextlib.suppress(sqlite3.Error):
                 await db.close()
             raise
+        if found != str(sql.STORE_VERSION):
+            with anyio.CancelScope(shield=True), contextlib.suppress(sqlite3.Error):
+                await db.close()
+            newer = found.isdigit() and int(found) > sql.STORE_VERSION
+            raise StoreUnavailable(
+                f"event log {self._path} has store schema version {found}, this code reads"
+                f" version {sql.STORE_VERSION}" + ("; upgrade the library" if newer else "")
+            )
+        self._sids.clear()  # a fresh ":memory:" database numbers its sessions anew
         self._db = db
+        self._watch_exit(db)
         return db
+
+    def _set_up(self, conn: sqlite3.Connection) -> str:
+        """Pragmas, then the schema if the file has none; the file's store schema version."""
+        conn.executescript(
+            f"PRAGMA busy_timeout = {self._busy_ms}; PRAGMA synchronous = {self._synchronous};"
+            f" PRAGMA wal_autocheckpoint = {sql.WAL_AUTOCHECKPOINT};"
+            f" PRAGMA page_size = {sql.PAGE_SIZE};"  # a new file only; must precede WAL mode
+        )
+        conn.execute("PRAGMA journal_mode = WAL")
+        if conn.execute(sql.HAS_META).fetchone() is None:
+            conn.executescript(sql.SCHEMA_SCRIPT)
+        row = conn.execute(sql.GET_VERSION).fetchone()
+        return "none" if row is None else str(row[0])
 
     async def _check_file(self) -> None:
         file = anyio.Path(self._path)
@@ -289,25 +338,69 @@ class SqliteEventLog:
         if not self._create and not await file.exists():
             raise StoreUnavailable(f"event log {self._path} does not exist (create=False)")
 
-    async def _ensure_schema(self, db: aiosqlite.Connection) -> None:
-        if not list(await db.execute_fetchall(sql.HAS_META)):
-            await db.executescript(sql.SCHEMA_SCRIPT)
-        rows = list(await db.execute_fetchall(sql.GET_VERSION))
-        found = str(rows[0][0]) if rows else "none"
-        if found != str(sql.STORE_VERSION):
-            newer = found.isdigit() and int(found) > sql.STORE_VERSION
-            raise StoreUnavailable(
-                f"event log {self._path} has store schema version {found}, this code reads"
-                f" version {sql.STORE_VERSION}" + ("; upgrade the library" if newer else "")
-            )
-
     async def _drop(self, db: aiosqlite.Connection) -> None:
-        self._db = None
+        if self._db is db:
+            self._db = None
+            self._forget_exit_hook()
         with anyio.CancelScope(shield=True), contextlib.suppress(sqlite3.Error):
             await db.close()
 
-    def _unavailable(self, action: str, exc: sqlite3.Error) -> StoreUnavailable:
-        return StoreUnavailable(f"event log {self._path}: cannot {action}: {exc}")
+    def _watch_exit(self, db: aiosqlite.Connection) -> None:
+        """Close ``db`` at interpreter exit if this log is still open then (see _close_at_exit)."""
+        hook = functools.partial(_close_at_exit, weakref.ref(db))
+        atexit.register(hook)
+        self._exit_hook = hook
+
+    def _forget_exit_hook(self) -> None:
+        if self._exit_hook is not None:
+            atexit.unregister(self._exit_hook)
+            self._exit_hook = None
+
+    def _unavailable(self, action: Action, exc: sqlite3.Error) -> StoreUnavailable:
+        what = action if isinstance(action, str) else action()
+        return StoreUnavailable(f"event log {self._path}: cannot {what}: {exc}")
+
+
+def _make_daemon(db: aiosqlite.Connection) -> None:
+    """Make the (not yet started) worker thread of ``db`` a daemon.
+
+    aiosqlite's worker thread is not a daemon, and it ends only when its connection is closed:
+    a program that forgets to close its log would never exit, the interpreter waiting for the
+    thread. As a daemon it cannot hold the process; ``_close_at_exit`` still closes the
+    connection at exit, so nothing is cut off half way.
+    """
+    _thread_of(db).daemon = True
+
+
+def _close_at_exit(ref: weakref.ref[aiosqlite.Connection]) -> None:
+    """At interpreter exit: close a connection its log left open, waiting a little for it.
+
+    The transaction in flight (if any) ends, the connection closes (checkpointing the WAL),
+    and the thread stops. A connection that takes longer than ``_EXIT_GRACE`` is left to the
+    daemon thread's fate: SQLite rolls an unfinished transaction back on the next open.
+    """
+    db = ref()
+    stop = getattr(db, "stop", None)  # aiosqlite >= 0.22
+    if db is None or stop is None:
+        return
+    thread = _thread_of(db)
+    if thread.is_alive():
+        stop()
+        thread.join(_EXIT_GRACE)
+
+
+def _thread_of(db: aiosqlite.Connection) -> threading.Thread:
+    """The worker thread of ``db`` (before aiosqlite 0.22 the connection was itself the thread)."""
+    thread: threading.Thread | None = getattr(db, "_thread", None)
+    return thread if thread is not None else cast(threading.Thread, db)
+
+
+def _stuck_in_transaction(db: aiosqlite.Connection) -> bool:
+    """Whether ``db`` is still in a transaction (its rollback failed); a closed one is not."""
+    try:
+        return db.in_transaction
+    except ValueError:  # aiosqlite: no active connection
+        return False
 
 
 async def _on_thread(db: aiosqlite.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
@@ -323,13 +416,11 @@ async def _on_thread(db: aiosqlite.Connection, work: Callable[[sqlite3.Connectio
     return result
 
 
-def _transaction(
-    conn: sqlite3.Connection, work: Callable[[sqlite3.Connection, datetime], T], now: datetime
-) -> T:
-    """``work(conn, now)`` in ``BEGIN IMMEDIATE ... COMMIT``, rolled back if it raises."""
+def _transaction(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
+    """``work(conn)`` in ``BEGIN IMMEDIATE ... COMMIT``, rolled back if it raises."""
     conn.execute("BEGIN IMMEDIATE")
     try:
-        result = work(conn, now)
+        result = work(conn)
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
@@ -339,29 +430,65 @@ def _transaction(
     return result
 
 
-def _insert(conn: sqlite3.Connection, events: Sequence[Event], rows: list[Any]) -> list[Event]:
-    """Insert a batch (and its sessions' new summaries); the events with their seqs."""
+def _in_transaction(work: Callable[[sqlite3.Connection], T]) -> Callable[[sqlite3.Connection], T]:
+    """``work`` made to run as one transaction (see :func:`_transaction`)."""
+    return functools.partial(_transaction, work=work)
+
+
+def _append(
+    conn: sqlite3.Connection, *, events: Sequence[Event], sids: dict[SessionKey, int]
+) -> tuple[list[int], dict[SessionKey, int]]:
+    """Encode a batch, then insert it in one transaction (on the connection's thread).
+
+    ``sids`` is the log's cache of session ids, only read here. Encoding comes before
+    ``BEGIN IMMEDIATE``, so that the write lock is held for the inserts alone.
+    """
+    rows: list[tuple[Any, ...]] = []
+    checkpoints: dict[int, tuple[Any, ...]] = {}
+    for event in events:
+        rows.append(sql.event_row(sids.get(event.key, event.key), event))
+        if event.kind == EventKind.CHECKPOINT:
+            checkpoints[len(rows) - 1] = sql.checkpoint_params(event)
+    return _transaction(conn, functools.partial(_insert, rows=rows, checkpoints=checkpoints))
+
+
+def _insert(
+    conn: sqlite3.Connection,
+    *,
+    rows: list[tuple[Any, ...]],
+    checkpoints: dict[int, tuple[Any, ...]],
+) -> tuple[list[int], dict[SessionKey, int]]:
+    """Insert a batch and its checkpoints' summaries; the seqs, and the sessions it added.
+
+    A row whose first parameter is a :class:`SessionKey` (not yet an id) gets the session's id
+    here, the session added if it is new to the file.
+    """
     cursor = conn.cursor()
-    stored: list[Event] = []
-    latest: dict[SessionKey, Event] = {}
-    for event, row in zip(events, rows, strict=True):
+    seqs: list[int] = []
+    added: dict[SessionKey, int] = {}
+    for index, row in enumerate(rows):
+        key = row[0]
+        if isinstance(key, SessionKey):
+            sid = added.get(key)
+            if sid is None:
+                sid = added[key] = _session_id(cursor, key)
+            row = (sid, *row[1:])  # noqa: PLW2901
         cursor.execute(sql.INSERT_EVENT, row)
         seq = cursor.lastrowid
         assert seq is not None  # an INSERT always sets it
-        appended = Event(
-            key=event.key,
-            kind=event.kind,
-            payload=event.payload,
-            author=event.author,
-            at=event.at,
-            id=event.id,
-            seq=seq,
-            v=event.v,
-        )
-        stored.append(appended)
-        if appended.kind == EventKind.CHECKPOINT:
-            latest[appended.key] = appended
-    if latest:
-        summaries = [sql.summary_params(summary_of(event)) for event in latest.values()]
-        cursor.executemany(sql.UPSERT_SESSION, summaries)
-    return stored
+        seqs.append(seq)
+        if checkpoints and index in checkpoints:
+            cursor.execute(sql.UPDATE_SUMMARY, (seq, *checkpoints[index], row[0]))
+    return seqs, added
+
+
+def _session_id(cursor: sqlite3.Cursor, key: SessionKey) -> int:
+    """The id of session ``key`` in the file, the session added if it is new."""
+    params = sql.session_params(key)
+    found = cursor.execute(sql.SELECT_SID, params).fetchone()
+    if found is not None:
+        return int(found[0])
+    cursor.execute(sql.INSERT_SESSION, params)
+    sid = cursor.lastrowid
+    assert sid is not None  # an INSERT always sets it
+    return sid

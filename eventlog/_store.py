@@ -67,8 +67,13 @@ class EventLog(Protocol):
     #: True when events outlive the process (a resumable store).
     durable: bool
 
-    async def append(self, events: Sequence[Event]) -> list[Event]:
-        """Append ``events`` atomically, in order; returns them with their assigned ``seq``."""
+    async def append(self, events: Sequence[Event]) -> list[int]:
+        """Append ``events`` atomically, in order; returns the ``seq`` assigned to each, in order.
+
+        The given events are not changed (an event not yet appended has ``seq == 0``); events
+        read back from the log carry their ``seq``. Seqs are unique and increasing across the
+        whole log. An empty batch appends nothing and returns ``[]``.
+        """
         ...
 
     async def read(

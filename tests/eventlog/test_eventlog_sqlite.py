@@ -8,6 +8,7 @@ import shutil
 import sqlite3
 import struct
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -30,7 +31,17 @@ from eventlog import (
     UnknownSchemaVersion,
     UserMessage,
 )
-from eventlog._schema import SELECT_CHECKPOINT, SELECT_DUE
+from eventlog._schema import (
+    SELECT_CHECKPOINT,
+    SELECT_DUE,
+    SELECT_EVENTS,
+    SELECT_LAST,
+    SELECT_LEASE,
+    SELECT_SESSIONS,
+    SELECT_SID,
+    STORE_VERSION,
+)
+from tests.eventlog.helpers import add
 
 pytestmark = pytest.mark.anyio
 
@@ -69,14 +80,28 @@ def run_sql(db_path: Path, statement: str, params: tuple[object, ...] = ()) -> N
 
 
 def insert_row(db_path: Path, kind: str, payload: str, *, v: int = 1, at: str = "") -> int:
-    """Insert one raw event row of session ``A`` and return its seq."""
+    """Insert one raw event row of session ``A`` (as the store would) and return its seq."""
     with contextlib.closing(sqlite3.connect(db_path)) as conn, conn:
+        key = (A.app, A.user, A.session_id)
+        conn.execute("INSERT OR IGNORE INTO sessions (app, user, session_id) VALUES (?, ?, ?)", key)
+        (sid,) = conn.execute(
+            "SELECT sid FROM sessions WHERE app = ? AND user = ? AND session_id = ?", key
+        ).fetchone()
         cursor = conn.execute(
-            "INSERT INTO events (id, app, user, session_id, kind, author, at, v, payload)"
-            " VALUES ('bad-id', ?, ?, ?, ?, '', ?, ?, ?)",
-            (A.app, A.user, A.session_id, kind, at or "2030-01-01T00:00:00+00:00", v, payload),
+            "INSERT INTO events (sid, id, kind, author, at, v, payload)"
+            " VALUES (?, 'bad-id', ?, '', ?, ?, ?)",
+            (sid, kind, at or "2030-01-01T00:00:00+00:00", v, payload),
         )
-        return cursor.lastrowid or 0
+        seq = cursor.lastrowid or 0
+        if kind == "checkpoint":
+            conn.execute("UPDATE sessions SET checkpoint_seq = ? WHERE sid = ?", (seq, sid))
+        return seq
+
+
+def query_plan(db_path: Path, query: str, params: tuple[object, ...]) -> str:
+    """SQLite's plan for ``query``, its steps joined in one line."""
+    with contextlib.closing(sqlite3.connect(db_path)) as conn:
+        return " | ".join(row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {query}", params))
 
 
 class CancellingClock:
@@ -124,7 +149,7 @@ class TestFile:
     async def test_reopened_file_keeps_everything(self, db_path: Path, clock) -> None:
         """Events, checkpoints, summaries and leases survive closing and reopening."""
         async with SqliteEventLog(db_path, clock=clock) as log:
-            stored = await log.append(batch())
+            stored = await add(log, batch())
             owner = LeaseHolder("elsewhere", 1, "owner")
             await log.acquire_lease(A, owner, ttl=60)
             summaries = await log.sessions()
@@ -138,9 +163,9 @@ class TestFile:
     async def test_another_connection_writes_alongside(self, db_path: Path) -> None:
         """Two logs on one file (a CLI beside a daemon) both append; seqs stay unique."""
         async with SqliteEventLog(db_path) as daemon, SqliteEventLog(db_path) as cli:
-            first = await daemon.append(batch())
-            injected = await cli.append([Event.create(A, UserMessage("from the CLI", 1))])
-            last = await daemon.append(batch(turn=2))
+            first = await add(daemon, batch())
+            injected = await add(cli, [Event.create(A, UserMessage("from the CLI", 1))])
+            last = await add(daemon, batch(turn=2))
             assert first + injected + last == await daemon.read(A)
 
     async def test_opens_lazily(self, db_path: Path) -> None:
@@ -161,20 +186,100 @@ class TestFile:
         with pytest.raises(ValueError, match="synchronous"):
             SqliteEventLog(db_path, synchronous="OFF")
 
-    async def test_latest_checkpoint_and_due_sessions_use_indexes(self, db_path: Path) -> None:
-        """Neither the latest checkpoint nor the due sessions are found by a table scan."""
+    @pytest.mark.parametrize(
+        ("query", "params", "expected"),
+        [
+            (
+                SELECT_EVENTS + " ORDER BY seq LIMIT ?",
+                ("a", "u", "s", 0, 10),
+                [
+                    "USING COVERING INDEX sqlite_autoindex_sessions_1",
+                    "USING INDEX events_by_session",
+                ],
+            ),
+            (
+                SELECT_LAST.format("?") + " ORDER BY seq DESC LIMIT ?",
+                ("a", "u", "s", "note", 10),
+                [
+                    "USING COVERING INDEX sqlite_autoindex_sessions_1",
+                    "USING INDEX events_by_session",
+                ],
+            ),
+            (
+                SELECT_CHECKPOINT,
+                ("a", "u", "s"),
+                [
+                    "SEARCH s USING INDEX sqlite_autoindex_sessions_1",
+                    "SEARCH e USING INTEGER PRIMARY KEY",
+                ],
+            ),
+            (SELECT_DUE, ("now", "now"), ["USING INDEX sessions_by_wake"]),
+            (SELECT_SID, ("a", "u", "s"), ["USING COVERING INDEX sqlite_autoindex_sessions_1"]),
+            (SELECT_LEASE, ("a", "u", "s"), ["USING INDEX sqlite_autoindex_leases_1"]),
+        ],
+        ids=["read", "read_last", "latest_checkpoint", "due_sessions", "session_id", "lease"],
+    )
+    async def test_reads_use_indexes(
+        self, db_path: Path, query: str, params: tuple[object, ...], expected: list[str]
+    ) -> None:
+        """Reads of one session, its latest checkpoint and the due sessions are index searches."""
         async with SqliteEventLog(db_path):
             pass
+        plan = query_plan(db_path, query, params)
+        assert [] == [step for step in expected if step not in plan], plan
+        assert "SCAN" not in plan, plan
+
+    async def test_sessions_scans_sessions_only(self, db_path: Path) -> None:
+        """Listing the sessions reads the sessions table, never the events."""
+        async with SqliteEventLog(db_path):
+            pass
+        plan = query_plan(db_path, SELECT_SESSIONS, ("now",))
+        assert "events" not in plan, plan
+
+    async def test_events_are_keyed_by_a_session_id(self, db_path: Path) -> None:
+        """Each event row names its session by one integer id, the same for all its events."""
+        other = SessionKey("app", "ops", "b")
+        async with SqliteEventLog(db_path) as log:
+            await log.append([*batch(), *batch(other)])
+            await log.append(batch())
         with contextlib.closing(sqlite3.connect(db_path)) as conn:
-            plans = [
-                " ".join(row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {query}", params))
-                for query, params in (
-                    (SELECT_CHECKPOINT, ("a", "u", "s")),
-                    (SELECT_DUE, ("now", "now")),
-                )
-            ]
-        assert "USING INDEX events_checkpoints" in plans[0]
-        assert "USING INDEX sessions_by_wake" in plans[1]
+            rows = conn.execute(
+                "SELECT s.session_id, count(*), typeof(e.sid) FROM events AS e"
+                " JOIN sessions AS s USING (sid) GROUP BY e.sid ORDER BY s.session_id"
+            ).fetchall()
+        assert [("a", 6, "integer"), ("b", 3, "integer")] == rows
+
+
+#: A program that appends through a log it keeps in a global and never closes.
+FORGETFUL_PROGRAM = """
+import asyncio, sys
+from eventlog import Event, Note, SessionKey, SqliteEventLog
+
+log = SqliteEventLog(sys.argv[1])
+
+async def main():
+    await log.append([Event.create(SessionKey("app", "ops", "a"), Note("left open"))])
+
+asyncio.run(main())
+"""
+
+
+class TestProcessExit:
+    """A log left open neither keeps its process alive nor loses what it wrote."""
+
+    def test_program_that_never_closes_its_log_exits(self, db_path: Path) -> None:
+        """The program exits at once, quietly, its events stored and the file closed cleanly."""
+        done = subprocess.run(
+            [sys.executable, "-W", "always", "-c", FORGETFUL_PROGRAM, str(db_path)],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=False,
+        )
+        assert (0, "") == (done.returncode, done.stderr)
+        with contextlib.closing(sqlite3.connect(db_path)) as conn:
+            assert [("note",)] == conn.execute("SELECT kind FROM events").fetchall()
+        assert not Path(f"{db_path}-wal").exists()  # closed at exit: the WAL was checkpointed
 
 
 class TestTransactions:
@@ -203,13 +308,13 @@ class TestTransactions:
     async def test_failed_append_commits_nothing(self, db_path: Path) -> None:
         """A batch that fails half way is rolled back: no commit, no rows, no gap in seq."""
         async with SqliteEventLog(db_path) as log:
-            first = await log.append(batch())
+            first = await add(log, batch())
             before = wal_commits(db_path)
             broken = Event(key=A, kind=EventKind.CHECKPOINT, payload=Note("not a checkpoint"))
             with pytest.raises(TypeError):
                 await log.append([Event.create(A, UserMessage("lost", 2)), broken])
             assert before == wal_commits(db_path)
-            later = await log.append(batch(turn=2))
+            later = await add(log, batch(turn=2))
             assert first + later == await log.read(A)
             assert first[-1].seq + 1 == later[0].seq
 
@@ -303,7 +408,7 @@ class TestUnavailable:
     async def test_existing_file_without_create(self, db_path: Path) -> None:
         """create=False opens a file that exists."""
         async with SqliteEventLog(db_path) as log:
-            stored = await log.append(batch())
+            stored = await add(log, batch())
         async with SqliteEventLog(db_path, create=False) as log:
             assert stored == await log.read(A)
 
@@ -311,8 +416,19 @@ class TestUnavailable:
         """A file written by a newer version of the store is not opened, let alone changed."""
         async with SqliteEventLog(db_path):
             pass
-        run_sql(db_path, "UPDATE meta SET value = '2' WHERE key = 'schema_version'")
-        with pytest.raises(StoreUnavailable, match="schema version 2") as caught:
+        newer = STORE_VERSION + 1
+        run_sql(db_path, f"UPDATE meta SET value = '{newer}' WHERE key = 'schema_version'")
+        with pytest.raises(StoreUnavailable, match=f"schema version {newer}") as caught:
+            await SqliteEventLog(db_path).open()
+        assert str(db_path) in str(caught.value)
+        assert "upgrade" in str(caught.value)
+
+    async def test_older_store_schema_is_refused(self, db_path: Path) -> None:
+        """A file of an older store schema (version 1 keyed events by text) is not opened."""
+        async with SqliteEventLog(db_path):
+            pass
+        run_sql(db_path, "UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+        with pytest.raises(StoreUnavailable, match="schema version 1") as caught:
             await SqliteEventLog(db_path).open()
         assert str(db_path) in str(caught.value)
 
@@ -325,7 +441,7 @@ class TestUnavailable:
     async def test_read_only_file(self, db_path: Path) -> None:
         """Appending to a read-only file raises StoreUnavailable naming file and session."""
         async with SqliteEventLog(db_path) as log:
-            stored = await log.append(batch())
+            stored = await add(log, batch())
         with read_only(db_path):
             async with SqliteEventLog(db_path) as log:
                 assert stored == await log.read(A)

@@ -30,6 +30,7 @@ from eventlog import (
     ToolResult,
     UserMessage,
 )
+from tests.eventlog.helpers import add
 from tests.strategies import events
 
 pytestmark = pytest.mark.anyio
@@ -67,45 +68,53 @@ class TestAppend:
         """Each appended event gets the next seq, across batches and sessions."""
         first = await store.append([user(A), answer(A)])
         second = await store.append([user(B), tool(A)])
-        seqs = [event.seq for event in first + second]
+        seqs = first + second
         assert seqs == sorted(seqs)
         assert len(set(seqs)) == 4
         assert 0 < seqs[0]
 
-    async def test_returns_the_events_with_their_seq(self, store: EventLog) -> None:
-        """The returned events are the given ones, with only ``seq`` filled in."""
+    async def test_returns_the_seqs_the_events_read_back_with(self, store: EventLog) -> None:
+        """append returns each event's seq; the events read back are the given ones with it."""
         given_events = [user(A), checkpoint(A)]
-        appended = await store.append(given_events)
-        assert [attrs.evolve(e, seq=0) for e in appended] == given_events
+        seqs = await store.append(given_events)
+        expected = [attrs.evolve(e, seq=s) for e, s in zip(given_events, seqs, strict=True)]
+        assert expected == await store.read(A)
+
+    async def test_leaves_the_given_events_alone(self, store: EventLog) -> None:
+        """The events given to append keep ``seq == 0``: append changes nothing it was given."""
+        given_events = [user(A), answer(A)]
+        await store.append(given_events)
+        assert [0, 0] == [event.seq for event in given_events]
 
     async def test_concurrent_appends_interleave_whole(self, store: EventLog) -> None:
         """Batches appended by many tasks at once each land whole, their seqs contiguous."""
-        results: list[list[Event]] = []
+        results: list[tuple[SessionKey, list[int]]] = []
 
         async def run(n: int) -> None:
             key = SessionKey("app", "ops", f"s{n}")
-            results.append(await store.append([user(key, str(n)), answer(key), checkpoint(key)]))
+            seqs = await store.append([user(key, str(n)), answer(key), checkpoint(key)])
+            results.append((key, seqs))
 
         async with anyio.create_task_group() as tg:
             for n in range(20):
                 tg.start_soon(run, n)
-        for batch in results:
-            assert batch == await store.read(batch[0].key)
-            assert [1, 1] == [b.seq - a.seq for a, b in itertools.pairwise(batch)]
-        assert 60 == len({event.seq for batch in results for event in batch})
+        for key, seqs in results:
+            assert seqs == [event.seq for event in await store.read(key)]
+            assert [1, 1] == [b - a for a, b in itertools.pairwise(seqs)]
+        assert 60 == len({seq for _, seqs in results for seq in seqs})
 
     async def test_empty_batch_appends_nothing(self, store: EventLog) -> None:
-        """Appending no events returns no events."""
+        """Appending no events returns no seqs."""
         assert [] == await store.append([])
         assert [] == await store.read(A)
 
     async def test_failing_batch_writes_nothing(self, store: EventLog) -> None:
         """A batch that cannot be stored leaves the log as it was, and the log goes on."""
-        kept = await store.append([user(A)])
+        kept = await add(store, [user(A)])
         broken = Event(key=A, kind=EventKind.CHECKPOINT, payload=Note("not a checkpoint"))
         with pytest.raises(TypeError):
             await store.append([answer(A), broken])
-        later = await store.append([tool(A)])
+        later = await add(store, [tool(A)])
         assert kept + later == await store.read(A)
         assert None is await store.latest_checkpoint(A)
 
@@ -115,7 +124,7 @@ class TestRead:
 
     async def test_reads_one_session_oldest_first(self, store: EventLog) -> None:
         """Only the asked session's events come back, in append order."""
-        a1, _, a2 = await store.append([user(A), user(B), answer(A)])
+        a1, _, a2 = await add(store, [user(A), user(B), answer(A)])
         assert [a1, a2] == await store.read(A)
 
     async def test_unknown_session_is_empty(self, store: EventLog) -> None:
@@ -124,25 +133,25 @@ class TestRead:
 
     async def test_after_seq(self, store: EventLog) -> None:
         """Only events with a seq greater than ``after_seq`` are read."""
-        e1, e2, e3 = await store.append([user(A), answer(A), tool(A)])
+        e1, e2, e3 = await add(store, [user(A), answer(A), tool(A)])
         assert [e2, e3] == await store.read(A, after_seq=e1.seq)
         assert [] == await store.read(A, after_seq=e3.seq)
 
     async def test_kinds(self, store: EventLog) -> None:
         """Only events of the given kinds are read; no kinds reads nothing."""
-        e1, _, e3 = await store.append([user(A), answer(A), user(A, "again", 2)])
+        e1, _, e3 = await add(store, [user(A), answer(A), user(A, "again", 2)])
         assert [e1, e3] == await store.read(A, kinds=[EventKind.USER_MESSAGE])
         assert [] == await store.read(A, kinds=[])
 
     async def test_limit(self, store: EventLog) -> None:
         """At most ``limit`` events are read, the oldest ones."""
-        e1, e2, _ = await store.append([user(A), answer(A), tool(A)])
+        e1, e2, _ = await add(store, [user(A), answer(A), tool(A)])
         assert [e1, e2] == await store.read(A, limit=2)
         assert [] == await store.read(A, limit=0)
 
     async def test_filters_combine(self, store: EventLog) -> None:
         """after_seq, kinds and limit apply together."""
-        stored = await store.append([user(A, str(n), n) for n in range(6)])
+        stored = await add(store, [user(A, str(n), n) for n in range(6)])
         found = await store.read(
             A, after_seq=stored[1].seq, kinds={EventKind.USER_MESSAGE}, limit=3
         )
@@ -159,14 +168,14 @@ class TestReadLast:
 
     async def test_newest_of_kinds_oldest_first(self, store: EventLog) -> None:
         """The newest ``limit`` events of the kinds come back in append order."""
-        stored = await store.append(
-            [user(A, "1"), answer(A), user(A, "2"), tool(A), user(A, "3"), user(B)]
+        stored = await add(
+            store, [user(A, "1"), answer(A), user(A, "2"), tool(A), user(A, "3"), user(B)]
         )
         assert [stored[2], stored[4]] == await store.read_last(A, [EventKind.USER_MESSAGE], 2)
 
     async def test_fewer_than_limit(self, store: EventLog) -> None:
         """When fewer events match, all of them come back."""
-        stored = await store.append([user(A), answer(A)])
+        stored = await add(store, [user(A), answer(A)])
         kinds = [EventKind.USER_MESSAGE, EventKind.ASSISTANT_MESSAGE]
         assert stored == await store.read_last(A, kinds, 10)
 
@@ -182,8 +191,8 @@ class TestLatestCheckpoint:
     async def test_newest_wins(self, store: EventLog) -> None:
         """The checkpoint appended last is returned, whatever came after it."""
         await store.append([checkpoint(A, 1), checkpoint(B, 7)])
-        _, newest_a, _ = await store.append([checkpoint(A, 2), checkpoint(A, 3), user(A)])
-        (newest_b,) = await store.append([checkpoint(B, 8)])
+        _, newest_a, _ = await add(store, [checkpoint(A, 2), checkpoint(A, 3), user(A)])
+        (newest_b,) = await add(store, [checkpoint(B, 8)])
         assert newest_a == await store.latest_checkpoint(A)
         assert newest_b == await store.latest_checkpoint(B)
 
@@ -194,11 +203,9 @@ class TestSessions:
     async def test_summaries_newest_first(self, store: EventLog, clock) -> None:
         """Each session is summarised by its latest checkpoint; no checkpoint, no summary."""
         wake = clock.now + timedelta(hours=1)
-        first = (await store.append([checkpoint(A, 1)]))[0]
-        (await store.append([user(C)]))
-        second = (
-            await store.append([checkpoint(B, 4, stop_reason="deferred", next_wake_at=wake)])
-        )[0]
+        (first,) = await add(store, [checkpoint(A, 1)])
+        await store.append([user(C)])
+        (second,) = await add(store, [checkpoint(B, 4, stop_reason="deferred", next_wake_at=wake)])
         assert [
             SessionSummary(B, 4, 0.25, "deferred", wake, second.at, second.seq),
             SessionSummary(A, 1, 0.25, None, None, first.at, first.seq),
@@ -207,7 +214,7 @@ class TestSessions:
     async def test_later_checkpoint_replaces_summary(self, store: EventLog) -> None:
         """A newer checkpoint of a session replaces its summary and moves it to the front."""
         await store.append([checkpoint(A, 1), checkpoint(B, 1)])
-        latest = (await store.append([user(A), checkpoint(A, 2, stop_reason="completed")]))[-1]
+        latest = (await add(store, [user(A), checkpoint(A, 2, stop_reason="completed")]))[-1]
         summaries = await store.sessions()
         assert [A, B] == [summary.key for summary in summaries]
         assert (2, "completed", latest.seq) == (
@@ -407,7 +414,7 @@ class TestStoredRoundTrip:
     )
     @given(batch=st.lists(events(), min_size=1, max_size=4))
     async def test_events_read_back_equal(self, store: EventLog, batch: list[Event]) -> None:
-        """An appended batch reads back, event by event, equal to what append returned."""
-        appended = await store.append(batch)
+        """An appended batch reads back, event by event, as it was given, with its seqs."""
+        appended = await add(store, batch)
         for event in appended:
             assert [event] == await store.read(event.key, after_seq=event.seq - 1, limit=1)

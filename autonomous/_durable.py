@@ -1,0 +1,128 @@
+"""A run on a durable session: the lease and its heartbeat, the log watcher, resume and wake."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from eventlog import EventKind, EventLog, Lease, LeaseHolder, LeaseLost, SessionKey
+
+from ._controls import latest_control_seq
+from ._options import RunOptions
+from ._restore import Restored
+
+if TYPE_CHECKING:
+    from ._run import Run
+
+_WATCH_KINDS = (EventKind.INBOX_QUEUED, EventKind.CONTROL)
+_RELEASE_TIMEOUT = 5.0
+
+
+class SessionKeeper:
+    """Holds a durable session's lease for one run, and watches the log for remote control.
+
+    The lease is renewed every third of ``lease_ttl``; losing it (another process took the
+    session over after our lease expired) stops the run, which then writes nothing more.
+    """
+
+    def __init__(self, run: Run, log: EventLog, key: SessionKey, opts: RunOptions) -> None:
+        self.run = run
+        self.log = log
+        self.key = key
+        self.opts = opts
+        self.lease: Lease | None = None
+        self.lost = False
+        self.seen = 0
+
+    async def acquire(self) -> None:
+        """Take the lease (raises :class:`eventlog.SessionLocked` when a live holder has it)."""
+        self.lease = await self.log.acquire_lease(
+            self.key, LeaseHolder.this_process(), self.opts.lease_ttl
+        )
+
+    async def start_watching_after(self, seq: int | None = None) -> None:
+        """Watch for inbox and control events newer than ``seq`` (default: the newest now)."""
+        self.seen = seq if seq is not None else await latest_control_seq(self.log, self.key)
+
+    async def heartbeat(self) -> None:
+        """Renew the lease until cancelled; a lost lease stops the run."""
+        assert self.lease is not None
+        while True:
+            await anyio.sleep(self.opts.lease_ttl / 3)
+            try:
+                self.lease = await self.log.renew_lease(self.lease, self.opts.lease_ttl)
+            except LeaseLost:
+                self.lost = True
+                self.run.lease_lost()
+                return
+
+    async def watch(self) -> None:
+        """Poll the log for inbox messages and control requests from other processes."""
+        while True:
+            await anyio.sleep(self.opts.control_poll)
+            events = await self.log.read(self.key, after_seq=self.seen, kinds=_WATCH_KINDS)
+            for event in events:
+                self.seen = max(self.seen, event.seq)
+                self.run.apply_remote(event)
+
+    async def release(self) -> None:
+        """Drop our lease row (shielded, bounded); never another holder's."""
+        if self.lease is None or self.lost:
+            return
+        lease, self.lease = self.lease, None
+        with anyio.CancelScope(shield=True), anyio.move_on_after(_RELEASE_TIMEOUT):
+            await self.log.release_lease(lease)
+
+
+async def wait_for_wake(run: Run, wake_at: datetime) -> None:
+    """Sleep until ``wake_at`` on the run's clock; an inject or a wake request ends it early."""
+    wake = run.wake_signal
+    wake.consume()
+    if wake.undelivered():
+        return
+    async with anyio.create_task_group() as tg:
+
+        async def _sleep() -> None:
+            await run.opts.clock.sleep_until(wake_at)
+            tg.cancel_scope.cancel()
+
+        async def _woken() -> None:
+            await wake.wait()
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(_sleep)
+        tg.start_soon(_woken)
+
+
+def apply_restored(run: Run, restored: Restored) -> None:
+    """Put a resumed run where its checkpoint (and any crashed turn after it) left it."""
+    cp = restored.checkpoint
+    run.tally.totals = restored.totals
+    run.goal = restored.goal or run.goal
+    run.next_prompt = cp.next_prompt if cp is not None else run.opts.continuation_prompt
+    run.next_wake_at = cp.next_wake_at if cp is not None else None
+    if cp is not None:
+        run.tally.final_text = cp.final_text
+        run.done_detail, run.outcome, run.outcome_result = cp.done_detail, cp.outcome, cp.result
+        run.failed_attempts = cp.failed_attempts
+    for message_id in restored.delivered:
+        run.inbox.forget(message_id)
+    for message in restored.pending:
+        run.inbox.add(message)
+    if restored.paused:
+        run.paused = True
+    assert run.conv is not None
+    run.conv.goal = run.goal
+    run.conv.load(restored.history)
+
+
+def describe(restored: Restored) -> dict[str, Any]:
+    """Log fields for a resume (numbers only)."""
+    return {
+        "checkpoint_seq": restored.checkpoint_seq,
+        "turns": restored.totals.turns,
+        "history_messages": len(restored.history),
+        "pending_inbox": len(restored.pending),
+    }

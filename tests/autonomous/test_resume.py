@@ -1,0 +1,358 @@
+"""Durable sessions: deferral, resume, the lease, the durable inbox, schedules, history windows."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from autonomous import (
+    Agent,
+    StopReason,
+    resume_autonomous,
+    run_autonomous,
+    send_control,
+    send_inject,
+    start_autonomous,
+)
+from autonomous.testing import FakeClock, ScriptedModel, call, done, reply
+from eventlog import (
+    EventKind,
+    LeaseHolder,
+    SessionLocked,
+    SessionRef,
+    SqliteEventLog,
+)
+from scheduler import ExitOnDeferScheduler, SleepScheduler
+
+from ..support.litellm_http import wait_until
+from .helpers import checkpoints
+
+pytestmark = pytest.mark.anyio
+
+
+def schedule(seconds: int, prompt: str = "check again", detail: str = "") -> Any:
+    """A schedule_next_turn call."""
+    return call(
+        "schedule_next_turn", {"wake_in_sec": seconds, "next_prompt": prompt, "detail": detail}
+    )
+
+
+def builders(model: ScriptedModel, ref: SessionRef) -> tuple[Any, Any]:
+    """A (build, rebuild) pair for run_autonomous and resume_autonomous on ``ref``."""
+
+    def build(extra: list[Any]) -> Agent:
+        return Agent(model, instructions="monitor", tools=extra, session=ref)
+
+    def rebuild(extra: list[Any], session_id: str) -> Agent:
+        assert session_id == ref.session_id
+        return Agent(model, instructions="monitor", tools=extra, session=ref)
+
+    return build, rebuild
+
+
+@pytest.fixture
+async def sqlite_ref(tmp_path: Path) -> Any:
+    """A session on a fresh SQLite log."""
+    async with SqliteEventLog(tmp_path / "runs.db") as log:
+        yield SessionRef(log, "monitor", "ops", "disk-1")
+
+
+class TestDeferAndResume:
+    async def test_deferred_exit_keeps_the_wake_time_and_the_next_prompt(
+        self, sqlite_ref: SessionRef
+    ) -> None:
+        """A deferred exit's checkpoint holds next_wake_at and the model's next_prompt."""
+        clock = FakeClock()
+        model = ScriptedModel([schedule(300, "re-check db-1"), reply("sleeping")])
+        build, _ = builders(model, sqlite_ref)
+        result = await run_autonomous(build, "watch", scheduler=ExitOnDeferScheduler(), clock=clock)
+        cp = (await checkpoints(sqlite_ref))[-1]
+        assert (StopReason.DEFERRED, clock.now() + timedelta(seconds=300)) == (
+            result.reason,
+            result.next_wake_at,
+        )
+        assert ("deferred", result.next_wake_at, "re-check db-1") == (
+            cp.stop_reason,
+            cp.next_wake_at,
+            cp.next_prompt,
+        )
+
+    async def test_resume_waits_for_the_wake_then_uses_the_stored_prompt(
+        self, sqlite_ref: SessionRef
+    ) -> None:
+        """Resuming a deferred session sleeps until the wake time, then prompts with next_prompt."""
+        clock = FakeClock()
+        model = ScriptedModel(
+            [schedule(300, "re-check db-1"), reply("sleeping"), done("fine"), reply("bye")]
+        )
+        build, rebuild = builders(model, sqlite_ref)
+        first = await run_autonomous(build, "watch", scheduler=ExitOnDeferScheduler(), clock=clock)
+        async with anyio.create_task_group() as tg:
+            results: list[Any] = []
+
+            async def resume() -> None:
+                results.append(
+                    await resume_autonomous(
+                        rebuild, sqlite_ref, clock=clock, scheduler=ExitOnDeferScheduler()
+                    )
+                )
+
+            tg.start_soon(resume)
+            await wait_until(lambda: clock.sleepers == 1)
+            assert 2 == model.requests  # asleep until the wake time: no model call yet
+            clock.advance(300)
+        result = results[0]
+        users = [m["content"] for m in model.last_messages if m["role"] == "user"]
+        assert (StopReason.COMPLETED, 2) == (result.reason, result.turns)
+        assert ["watch", "re-check db-1"] == users
+        assert first.input_tokens + 20 == result.input_tokens  # totals carried forward
+
+    async def test_an_inject_ends_the_resume_wait_early(self, sqlite_ref: SessionRef) -> None:
+        """A message injected into a deferred session makes the resume start at once."""
+        clock = FakeClock()
+        model = ScriptedModel([schedule(3600), reply("zz"), done(), reply("ok")])
+        build, rebuild = builders(model, sqlite_ref)
+        await run_autonomous(build, "watch", scheduler=ExitOnDeferScheduler(), clock=clock)
+        await send_inject(sqlite_ref.log, sqlite_ref.key, "disk alert on db-2")
+        with anyio.fail_after(5):
+            result = await resume_autonomous(rebuild, sqlite_ref, clock=clock)
+        assert StopReason.COMPLETED == result.reason
+        assert (
+            "[Inbox]\n- disk alert on db-2\n\ncheck again"
+            == [m["content"] for m in model.last_messages if m["role"] == "user"][-1]
+        )
+
+    async def test_a_completed_session_returns_at_once_without_build(
+        self, sqlite_ref: SessionRef
+    ) -> None:
+        """Resuming a completed session returns its totals with no build and no model call."""
+        model = ScriptedModel([done("all done"), reply("bye")])
+        build, _ = builders(model, sqlite_ref)
+        first = await run_autonomous(build, "go")
+
+        def never(extra: list[Any], session_id: str) -> Agent:
+            raise AssertionError("build must not run")
+
+        again = await resume_autonomous(never, sqlite_ref)
+        assert (StopReason.COMPLETED, first.turns, first.input_tokens, "all done") == (
+            again.reason,
+            again.turns,
+            again.input_tokens,
+            again.done_detail,
+        )
+        assert 2 == model.requests
+
+    async def test_no_checkpoint_starts_at_turn_zero_on_the_existing_history(
+        self, sqlite_ref: SessionRef
+    ) -> None:
+        """A session with history but no checkpoint resumes at turn 0 with that history."""
+        from eventlog import Event, UserMessage
+
+        await sqlite_ref.log.append([Event.create(sqlite_ref.key, UserMessage("old question", 1))])
+        model = ScriptedModel([done(), reply("ok")])
+        _, rebuild = builders(model, sqlite_ref)
+        result = await resume_autonomous(rebuild, sqlite_ref)
+        assert (StopReason.COMPLETED, 1) == (result.reason, result.turns)
+
+
+class TestLease:
+    async def test_a_second_resumer_gets_session_locked(self, sqlite_ref: SessionRef) -> None:
+        """While one run holds the session, another resume raises SessionLocked naming it."""
+        model = ScriptedModel(default=reply("working"))
+        gate = anyio.Event()
+
+        async def before(turn: int) -> None:
+            await gate.wait()
+
+        build, rebuild = builders(model, sqlite_ref)
+        async with start_autonomous(build, "go", before_turn=before) as h:
+            await h.ready()
+            with pytest.raises(SessionLocked) as info:
+                await resume_autonomous(rebuild, sqlite_ref)
+            assert str(LeaseHolder.this_process().pid) in info.value.holder
+            await h.stop()
+
+    async def test_a_lost_lease_stops_the_run_and_writes_nothing_more(self, tmp_path: Path) -> None:
+        """When another process takes the session over, the run stops with lease_lost."""
+        clock = FakeClock()
+        async with SqliteEventLog(tmp_path / "l.db", clock=clock.now) as log:
+            ref = SessionRef(log, "a", "u", "s")
+            stalled = anyio.Event()
+
+            async def stall(messages: object, tools: object) -> Any:
+                stalled.set()
+                await anyio.sleep_forever()
+
+            build, _ = builders(ScriptedModel([stall]), ref)
+            async with start_autonomous(build, "go", lease_ttl=0.3) as h:
+                await stalled.wait()
+                clock.advance(10)  # our lease expired; another holder takes it
+                await log.acquire_lease(ref.key, LeaseHolder("elsewhere", 1, "t"), 60)
+                with anyio.fail_after(5):
+                    result = await h.wait()
+            assert StopReason.LEASE_LOST == result.reason
+            assert [] == await checkpoints(ref)
+
+
+class TestDurableInbox:
+    async def test_a_message_injected_while_no_run_is_delivered_once_on_resume(
+        self, sqlite_ref: SessionRef
+    ) -> None:
+        """An inject into a stopped session reaches the model once, on the next resume."""
+        model = ScriptedModel([reply("turn one"), done(), reply("x"), done(), reply("y")])
+        build, rebuild = builders(model, sqlite_ref)
+        await run_autonomous(build, "go", max_turns=1)
+        await send_inject(sqlite_ref.log, sqlite_ref.key, "new priority")
+        await resume_autonomous(rebuild, sqlite_ref, max_turns=5)
+        delivered = await sqlite_ref.log.read(sqlite_ref.key, kinds=[EventKind.INBOX_DELIVERED])
+        assert 1 == len(delivered)
+        users = [m["content"] for m in model.last_messages if m["role"] == "user"]
+        assert ["go", "[Inbox]\n- new priority\n\ncontinue"] == users
+
+
+class TestRemoteControl:
+    async def test_remote_stop_pause_and_inject_reach_a_running_run(
+        self, sqlite_ref: SessionRef
+    ) -> None:
+        """Control events another process writes to the log are obeyed by the run."""
+        model = ScriptedModel(default=reply("working"))
+        turns: list[int] = []
+
+        async def before(turn: int) -> None:
+            turns.append(turn)
+            await anyio.sleep(0.01)
+
+        build, _ = builders(model, sqlite_ref)
+        async with start_autonomous(
+            build, "go", before_turn=before, max_turns=0, control_poll=0.02
+        ) as h:
+            await h.ready()
+            await send_control(sqlite_ref.log, sqlite_ref.key, "pause")
+            await wait_until(lambda: h.status == "paused")
+            await send_inject(sqlite_ref.log, sqlite_ref.key, "from afar")
+            await send_control(sqlite_ref.log, sqlite_ref.key, "resume")
+            await wait_until(
+                lambda: any("from afar" in str(m["content"]) for m in model.last_messages)
+            )
+            await send_control(sqlite_ref.log, sqlite_ref.key, "stop")
+            with anyio.fail_after(5):
+                result = await h.wait()
+        assert (StopReason.CONTEXT_CANCELLED, "stopped") == (result.reason, h.status)
+
+
+class TestScheduling:
+    async def test_sleep_scheduler_sleeps_until_the_wake_and_an_inject_wakes_it(self) -> None:
+        """SleepScheduler sleeps on the clock; an inject ends the sleep early."""
+        clock = FakeClock()
+        model = ScriptedModel(
+            [schedule(600), reply("zz"), schedule(600), reply("zz"), done(), reply("ok")]
+        )
+        async with start_autonomous(
+            lambda extra: Agent(model, tools=extra),
+            "watch",
+            scheduler=SleepScheduler(clock=clock),
+            clock=clock,
+        ) as h:
+            await h.ready()
+            await wait_until(lambda: clock.sleepers == 1)
+            clock.advance(600)  # the first sleep ends on time
+            await wait_until(lambda: clock.sleepers == 1 and model.requests == 4)
+            await h.inject("wake up")  # the second sleep ends early
+            result = await h.wait()
+        assert (StopReason.COMPLETED, 3) == (result.reason, result.turns)
+
+    async def test_schedule_tool_rejections_go_back_to_the_model(self) -> None:
+        """Bad schedule arguments are answered with rejected: reasons, never raised."""
+        bad = [
+            {},
+            {"wake_in_sec": 5, "wake_at": "2030-01-01T00:00:00Z"},
+            {"wake_in_sec": 0},
+            {"wake_at": "2000-01-01T00:00:00Z"},
+            {"wake_at": "tomorrow"},
+            {"wake_in_sec": 7200},
+        ]
+        model = ScriptedModel([*[call("schedule_next_turn", b) for b in bad], done(), reply("ok")])
+        await run_autonomous(
+            lambda extra: Agent(model, tools=extra),
+            "go",
+            scheduler=ExitOnDeferScheduler(),
+            schedule_tool_max_defer=3600,
+            clock=FakeClock(),
+        )
+        answers = [m["content"] for m in model.last_messages if m["role"] == "tool"][: len(bad)]
+        assert all(a.startswith("rejected: ") for a in answers), answers
+        assert "past the maximum of 3600 s" in answers[-1]
+
+    async def test_max_defer_clamps_silently(self) -> None:
+        """The driver's max_defer clamps the wake time without telling the model."""
+        clock = FakeClock()
+        model = ScriptedModel([schedule(7200), reply("zz")])
+        result = await run_autonomous(
+            lambda extra: Agent(model, tools=extra),
+            "go",
+            scheduler=ExitOnDeferScheduler(),
+            max_defer=60,
+            clock=clock,
+        )
+        assert clock.now() + timedelta(seconds=60) == result.next_wake_at
+
+    async def test_done_beats_schedule_in_the_same_turn(self) -> None:
+        """A turn that both schedules and finishes completes the run."""
+        from autonomous.testing import calls
+
+        model = ScriptedModel(
+            [
+                calls(
+                    [
+                        ("schedule_next_turn", {"wake_in_sec": 60}),
+                        ("report_done", {"state": "done"}),
+                    ]
+                ),
+                reply("ok"),
+            ]
+        )
+        result = await run_autonomous(
+            lambda extra: Agent(model, tools=extra),
+            "go",
+            scheduler=ExitOnDeferScheduler(),
+            clock=FakeClock(),
+        )
+        assert StopReason.COMPLETED == result.reason
+
+    async def test_due_sessions_lists_a_deferred_session_once_due(
+        self, sqlite_ref: SessionRef
+    ) -> None:
+        """A deferred session is due at its wake time, found by the log's index."""
+        clock = FakeClock()
+        model = ScriptedModel([schedule(300), reply("zz")])
+        build, _ = builders(model, sqlite_ref)
+        await run_autonomous(build, "watch", scheduler=ExitOnDeferScheduler(), clock=clock)
+        assert [] == await sqlite_ref.log.due_sessions(clock.now())
+        due = await sqlite_ref.log.due_sessions(clock.now() + timedelta(seconds=300))
+        assert [sqlite_ref.key] == [s.key for s in due]
+
+
+class TestHistoryWindow:
+    async def test_only_recent_turns_are_sent_and_the_goal_is_kept(self) -> None:
+        """With history_turns=2 the model sees two turns, and the goal in the system prompt."""
+        model = ScriptedModel([reply(f"answer {i}") for i in range(5)] + [done(), reply("ok")])
+        await run_autonomous(
+            lambda extra: Agent(model, instructions="sys", tools=extra), "the goal", history_turns=2
+        )
+        users = [m["content"] for m in model.last_messages if m["role"] == "user"]
+        assert ["continue", "continue"] == users
+        assert "the goal" in model.last_messages[0]["content"]
+
+    async def test_a_resume_loads_only_the_window(self, sqlite_ref: SessionRef) -> None:
+        """A resume with history_turns reads only the newest turns back."""
+        model = ScriptedModel([reply(f"answer {i}") for i in range(6)] + [done(), reply("ok")])
+        build, rebuild = builders(model, sqlite_ref)
+        await run_autonomous(build, "the goal", max_turns=6)
+        await resume_autonomous(rebuild, sqlite_ref, max_turns=10, history_turns=3)
+        assistants = [m["content"] for m in model.last_messages if m["role"] == "assistant"]
+        assert ["answer 4", "answer 5"] == assistants[:2]
+        assert "the goal" in model.last_messages[0]["content"]

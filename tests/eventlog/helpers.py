@@ -1,0 +1,16 @@
+"""Helpers the eventlog tests share."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+from eventlog import Event, EventLog
+
+
+async def add(log: EventLog, events: Sequence[Event]) -> list[Event]:
+    """Append ``events`` and return them as the log now holds them: with their seqs."""
+    seqs = await log.append(events)
+    assert len(events) == len(seqs)
+    return [attrs.evolve(event, seq=seq) for event, seq in zip(events, seqs, strict=True)]
