@@ -6,8 +6,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import structlog
 
-from eventlog import EventKind, EventLog, Lease, LeaseHolder, LeaseLost, SessionKey
+from eventlog import EventKind, EventLog, EventLogError, Lease, LeaseHolder, LeaseLost, SessionKey
 
 from ._controls import latest_control_seq
 from ._options import RunOptions
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
 
 _WATCH_KINDS = (EventKind.INBOX_QUEUED, EventKind.CONTROL)
 _RELEASE_TIMEOUT = 5.0
+_log = structlog.get_logger("autonomous")
 
 
 class SessionKeeper:
@@ -57,12 +59,18 @@ class SessionKeeper:
                 self.lost = True
                 self.run.lease_lost()
                 return
+            except EventLogError as exc:  # e.g. busy: try again; expiry decides, not one miss
+                _log.warning("lease_renewal_failed", error=type(exc).__name__)
 
     async def watch(self) -> None:
         """Poll the log for inbox messages and control requests from other processes."""
         while True:
             await anyio.sleep(self.opts.control_poll)
-            events = await self.log.read(self.key, after_seq=self.seen, kinds=_WATCH_KINDS)
+            try:
+                events = await self.log.read(self.key, after_seq=self.seen, kinds=_WATCH_KINDS)
+            except EventLogError as exc:  # a read can fail for a moment; the next poll retries
+                _log.warning("control_poll_failed", error=type(exc).__name__)
+                continue
             for event in events:
                 self.seen = max(self.seen, event.seq)
                 self.run.apply_remote(event)
@@ -73,7 +81,10 @@ class SessionKeeper:
             return
         lease, self.lease = self.lease, None
         with anyio.CancelScope(shield=True), anyio.move_on_after(_RELEASE_TIMEOUT):
-            await self.log.release_lease(lease)
+            try:
+                await self.log.release_lease(lease)
+            except EventLogError as exc:  # it expires by itself; never hide the run's own error
+                _log.warning("lease_release_failed", error=type(exc).__name__)
 
 
 async def wait_for_wake(run: Run, wake_at: datetime) -> None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import anyio
 import attrs
 
-from eventlog import InboxDelivered
+from eventlog import EventLogError, InboxDelivered
 from permissions import Caller
 from scheduler import Defer, ScheduleEvent
 
@@ -145,6 +145,8 @@ async def _turn(run: Run, runner: TurnRunner, turn: int) -> Step:
         budget = stop.reason
     except TurnError as exc:
         error = exc
+    except EventLogError:
+        raise  # the log cannot record the run: not a turn error, the run fails
     except Exception as exc:
         error = exc
     attempt = _Attempt(turn, batch, base_prompt, calls_before)

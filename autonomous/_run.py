@@ -30,7 +30,7 @@ from ._flag import Flag
 from ._inbox import Inbox, Wake
 from ._loop import run_loop
 from ._options import RunOptions
-from ._progress import CheckpointWritten, ProgressHub, RunExited
+from ._progress import CheckpointWritten, ProgressHub, RunExited, Woke
 from ._restore import restore
 from ._result import AutonomousStatus, RunResult, StopReason
 from ._supervisor import RecentEvents
@@ -188,13 +188,18 @@ class Run(RunControls):
     async def _run_with_keeper(self, agent: Agent) -> RunResult:
         if self._keeper is None:
             return await self._run_loop(agent)
+        failure: BaseException | None = None
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._keeper.heartbeat)
             tg.start_soon(self._keeper.watch)
             try:
                 result = await self._run_loop(agent)
+            except Exception as exc:  # re-raised below as itself, not as an exception group
+                failure = exc
             finally:
                 tg.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
         return result
 
     async def _run_loop(self, agent: Agent) -> RunResult:
@@ -205,6 +210,9 @@ class Run(RunControls):
             finally:
                 self._set_idle(False)
             self.next_wake_at = None
+            if self.hub.active:
+                turns = self.tally.totals.turns
+                await self.hub.emit(turns, Woke(turns))
         return await run_loop(self, agent)
 
     async def _hold(self, ref: SessionRef) -> None:

@@ -1,0 +1,212 @@
+"""The ``autonomous`` command: validate, run and resume agent specs; list, show and control
+sessions in an event log; and ``daemon``, which resumes sessions when they are due.
+
+Map:
+    _cli.py            the parser, logging set-up and dispatch (this module)
+    _cli_common.py     exit codes, the log, session names, the spec note, signals
+    _cli_run.py        run and resume, with live progress
+    _cli_inspect.py    ls, show, inject, pause, unpause, stop
+    _cli_daemon.py     daemon
+    _cli_validate.py   validate (the static checks of a spec)
+    _cli_refs.py       module:function references in specs
+    _spec.py           the spec file format: AgentSpec, load_spec
+
+Exit status: 0 done; 1 a run that failed (retry_policy_aborted, lease_lost) or a spec with errors;
+2 a usage or configuration error; 3 a session another process holds; 130 after Ctrl-C (143 after
+SIGTERM), once the run has stopped cleanly and written its final checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+
+import anyio
+import structlog
+
+from eventlog import EventLogError
+
+from ._cli_common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, emit_json, single
+from ._cli_daemon import cmd_daemon
+from ._cli_inspect import cmd_control, cmd_inject, cmd_ls, cmd_show
+from ._cli_run import add_budget_overrides, cmd_resume, cmd_run
+from ._cli_validate import validate
+from ._errors import AutonomousError
+
+Command = Callable[[argparse.Namespace], Awaitable[int]]
+
+
+def _common() -> argparse.ArgumentParser:
+    """Options every command takes, before or after its name."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--db", default=argparse.SUPPRESS, help="the SQLite event log (default ./autonomous.db)"
+    )
+    common.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output"
+    )
+    common.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=argparse.SUPPRESS,
+        help="show structured logs on stderr (-vv for debug)",
+    )
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``autonomous`` command."""
+    common = _common()
+    parser = argparse.ArgumentParser(
+        prog="autonomous",
+        description="Run bounded autonomous agents from spec files and control their sessions.",
+        parents=[common],
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, text: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=text, description=text, parents=[common])
+
+    p = add("validate", "check an agent spec statically (errors and warnings)")
+    p.add_argument("spec", help="the agent spec (TOML)")
+
+    p = add("run", "start a new session from an agent spec and run it here")
+    p.add_argument("spec", help="the agent spec (TOML)")
+    p.add_argument("--goal", help="the goal (default: the spec's goal)")
+    p.add_argument("--session", help="the session id (default: NAME-<random>)")
+    p.add_argument("--model", help="a litellm model string, instead of the spec's model")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    add_budget_overrides(p)
+
+    p = add("resume", "continue a stopped, deferred or crashed session here")
+    p.add_argument("session", help="app/user/session_id, or a session id unique in the log")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    add_budget_overrides(p)
+
+    add("ls", "list sessions: status, stop reason, turns, cost, next wake, holder")
+
+    p = add("show", "print the timeline of a session's events")
+    p.add_argument("session", help="app/user/session_id, or a session id unique in the log")
+    p.add_argument("--tail", type=int, help="only the last N events")
+    p.add_argument("--width", type=int, default=110, help="cut each line's text (default 110)")
+    p.add_argument("--full", action="store_true", help="do not cut the text")
+
+    p = add("inject", "queue an inbox message for a session (running or not)")
+    p.add_argument("session", help="app/user/session_id, or a session id unique in the log")
+    p.add_argument("text", help="the message")
+    _caller_options(p)
+    p.add_argument("--admin", action="store_true", help="the sender is an admin")
+    p.add_argument("--label", action="append", metavar="K=V", help="a label of the sender")
+
+    for name, text in (
+        ("pause", "ask a session to pause at its next turn boundary"),
+        ("unpause", "let a paused session go on"),
+        ("stop", "stop a session (it ends context_cancelled and stays resumable)"),
+    ):
+        p = add(name, text)
+        p.add_argument("session", help="app/user/session_id, or a session id unique in the log")
+        _caller_options(p)
+
+    p = add("daemon", "resume sessions when they are due, until interrupted")
+    p.add_argument("--poll", type=float, default=5.0, help="seconds between polls (default 5)")
+    p.add_argument("--once", action="store_true", help="one pass: resume what is due, then exit")
+    p.add_argument(
+        "--deferred-only",
+        action="store_true",
+        help="do not resume interrupted (crashed) sessions, only deferred ones",
+    )
+    return parser
+
+
+def _caller_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--as", dest="as_identity", metavar="IDENTITY", help="who sends it (default: you)"
+    )
+
+
+def configure_logging(verbose: int, as_json: bool) -> None:
+    """structlog (and stdlib logging) on standard error; the CLI is the only place that does."""
+    level = logging.WARNING if verbose <= 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    renderer = (
+        structlog.processors.JSONRenderer()
+        if as_json
+        else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        cache_logger_on_first_use=True,
+    )
+    logging.basicConfig(level=max(level, logging.WARNING), stream=sys.stderr)
+
+
+async def cmd_validate(args: argparse.Namespace) -> int:
+    """Print the spec's problems; exit 1 when there is an error."""
+    problems = validate(args.spec)
+    errors = [p for p in problems if p.severity == "error"]
+    if args.json:
+        emit_json(
+            {
+                "spec": args.spec,
+                "ok": not errors,
+                "problems": [
+                    {"severity": p.severity, "where": p.where, "message": p.message}
+                    for p in problems
+                ],
+            }
+        )
+    else:
+        for problem in problems:
+            print(problem)
+        warnings = len(problems) - len(errors)
+        print(f"{args.spec}: {len(errors)} error(s), {warnings} warning(s)")
+    return EXIT_FAILED if errors else EXIT_OK
+
+
+COMMANDS: dict[str, Command] = {
+    "validate": cmd_validate,
+    "run": cmd_run,
+    "resume": cmd_resume,
+    "ls": cmd_ls,
+    "show": cmd_show,
+    "inject": cmd_inject,
+    "pause": cmd_control,
+    "unpause": cmd_control,
+    "stop": cmd_control,
+    "daemon": cmd_daemon,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The console script: parse, set up logging, run the command; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    args.db = getattr(args, "db", "autonomous.db")
+    args.json = getattr(args, "json", False)
+    args.verbose = getattr(args, "verbose", 0)
+    configure_logging(args.verbose, args.json)
+    command = COMMANDS[args.command]
+    try:
+        try:
+            return anyio.run(command, args, backend="asyncio")
+        except BaseExceptionGroup as group:
+            raise single(group) from None
+    except CliError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.code
+    except (AutonomousError, EventLogError) as exc:
+        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:  # a second Ctrl-C while a run was stopping
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,188 @@
+"""What the CLI's commands share: exit codes, the log, session names, the spec note, signals."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import attrs
+
+from eventlog import Event as LogEvent
+from eventlog import EventKind, EventLog, Note, SessionKey, SqliteEventLog
+
+from ._errors import ConfigurationError
+from ._spec import AgentSpec, load_spec
+
+T = TypeVar("T")
+
+#: Exit codes: success, a run that failed or a spec with errors, a usage or configuration
+#: error, a session another process holds, and 128 + the signal that interrupted us.
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED = 0, 1, 2, 3
+#: The text of the note that records which spec file a session runs (its data holds the path).
+SPEC_NOTE = "agent spec"
+#: litellm's documented switches to use its bundled catalogs instead of fetching them.
+_LITELLM_SWITCHES = ("LITELLM_LOCAL_MODEL_COST_MAP", "LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS")
+
+
+class CliError(Exception):
+    """A problem the CLI reports in one line and exits on (``code`` is the exit status)."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def open_log(args: argparse.Namespace, *, create: bool = False) -> SqliteEventLog:
+    """The ``--db`` event log; commands that only read or control sessions never create it."""
+    path = Path(args.db)
+    if not create and not path.exists():
+        raise CliError(f"no event log at {path} (pass --db, or run an agent first)")
+    return SqliteEventLog(path)
+
+
+async def resolve_session(log: EventLog, text: str) -> SessionKey:
+    """``app/user/session_id``, or a session id that names exactly one session in the log."""
+    parts = text.split("/")
+    if len(parts) == 3 and all(parts):
+        return SessionKey(*parts)
+    if len(parts) != 1 or not text:
+        raise CliError(f"{text!r} is not a session: give app/user/session_id or a session id")
+    matches = [s.key for s in await log.sessions() if s.key.session_id == text]
+    if not matches:
+        raise CliError(f"no session {text!r} in the log: give app/user/session_id")
+    if len(matches) > 1:
+        names = ", ".join(str(k) for k in matches)
+        raise CliError(f"session id {text!r} is ambiguous ({names}): give app/user/session_id")
+    return matches[0]
+
+
+async def require_session(log: EventLog, key: SessionKey) -> None:
+    """Refuse a session that has no event at all (a typo would create a phantom session)."""
+    if not await log.read(key, limit=1):
+        raise CliError(f"session {key} has no events in this log")
+
+
+async def record_spec(log: EventLog, key: SessionKey, spec: AgentSpec, model: str | None) -> None:
+    """Note in the session which spec file (and model override) runs it, for resume and daemon."""
+    data = {"spec": str(spec.path), "model": model}
+    await log.append([LogEvent.create(key, Note(SPEC_NOTE, data), author="cli")])
+
+
+async def spec_of_session(log: EventLog, key: SessionKey) -> AgentSpec:
+    """The spec a session was started from (its newest spec note), loaded again."""
+    for event in reversed(await log.read_last(key, [EventKind.NOTE], 100)):
+        payload = event.payload
+        if isinstance(payload, Note) and isinstance(payload.data.get("spec"), str):
+            spec = load_spec_or_fail(payload.data["spec"])
+            model = payload.data.get("model")
+            return attrs.evolve(spec, model=model) if isinstance(model, str) else spec
+    raise CliError(f"session {key} records no agent spec: it was not started by `autonomous run`")
+
+
+def load_spec_or_fail(path: str | os.PathLike[str]) -> AgentSpec:
+    """:func:`load_spec`, its error turned into a CLI error."""
+    try:
+        return load_spec(path)
+    except ConfigurationError as exc:
+        raise CliError(str(exc)) from exc
+
+
+async def prepare_litellm(spec: AgentSpec) -> None:
+    """Import litellm (in a thread) with its bundled catalogs and its debug banner off."""
+    if spec.scripted:
+        return
+    for switch in _LITELLM_SWITCHES:
+        os.environ.setdefault(switch, "True")
+    if "litellm" not in sys.modules:
+        await anyio.to_thread.run_sync(__import__, "litellm")
+    import litellm
+
+    litellm.suppress_debug_info = True
+
+
+async def until_signal(work: Callable[[], Awaitable[T]]) -> tuple[T | None, int | None]:
+    """Run ``work`` until it returns or SIGINT/SIGTERM arrives (then cancel it, cleanly).
+
+    Returns ``(result, None)`` or ``(None, signal number)``; cancelled work unwinds first (a run
+    writes its final checkpoint).
+    """
+    results: list[T] = []
+    signals: list[int] = []
+
+    async def watch(scope: anyio.CancelScope) -> None:
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as received:
+            async for signum in received:
+                signals.append(signum)
+                scope.cancel()
+                return
+
+    async def main(scope: anyio.CancelScope) -> None:
+        results.append(await work())
+        scope.cancel()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watch, tg.cancel_scope)
+            tg.start_soon(main, tg.cancel_scope)
+    except BaseExceptionGroup as group:
+        raise single(group) from None
+    if results:
+        return results[0], None
+    return None, signals[0] if signals else None
+
+
+def single(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one error inside a task group's exception group (or the group when there are more)."""
+    leaves: list[BaseException] = []
+    stack: list[BaseException] = [group]
+    while stack:
+        exc = stack.pop()
+        if isinstance(exc, BaseExceptionGroup):
+            stack.extend(exc.exceptions)
+        else:
+            leaves.append(exc)
+    return leaves[0] if len(leaves) == 1 else group
+
+
+def exit_code_for(signum: int) -> int:
+    """The conventional exit status after ``signum``: 130 for SIGINT, 143 for SIGTERM."""
+    return 128 + signum
+
+
+def emit_json(value: Any) -> None:
+    """Print ``value`` as one JSON document on standard output."""
+    print(json.dumps(value, default=_json_default, ensure_ascii=False), flush=True)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Path):
+        return str(value)
+    return repr(value)
+
+
+def one_line(text: str, width: int | None) -> str:
+    """``text`` on one line (newlines shown as spaces), cut to ``width`` characters with '…'."""
+    flat = " ".join(text.split())
+    if width is not None and len(flat) > width:
+        return flat[: max(width - 1, 0)] + "…"
+    return flat
+
+
+@contextmanager
+def cli_errors() -> Iterator[None]:
+    """Turn the library's misuse errors into :class:`CliError`."""
+    try:
+        yield
+    except ConfigurationError as exc:
+        raise CliError(str(exc)) from exc

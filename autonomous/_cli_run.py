@@ -1,0 +1,253 @@
+"""``autonomous run SPEC`` and ``autonomous resume SESSION``: a run in this process, with live
+progress on standard error, Ctrl-C stopping it cleanly (the session stays resumable)."""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any, TextIO
+
+import attrs
+
+from eventlog import Checkpoint, EventLog, SessionKey, SessionLocked, SessionRef
+from permissions import Prompter, TerminalPrompter
+
+from ._cli_common import (
+    EXIT_FAILED,
+    EXIT_LOCKED,
+    EXIT_OK,
+    CliError,
+    cli_errors,
+    emit_json,
+    exit_code_for,
+    load_spec_or_fail,
+    open_log,
+    prepare_litellm,
+    record_spec,
+    resolve_session,
+    spec_of_session,
+    until_signal,
+)
+from ._driver import resume_autonomous, run_autonomous
+from ._options import make_options
+from ._progress import ModelCalled, Paused, Resumed, TurnFinished, Woke
+from ._result import RunResult, StopReason
+from ._spec import AgentSpec
+
+#: Stop reasons after which the command exits with EXIT_FAILED.
+_FAILED = frozenset({StopReason.RETRY_POLICY_ABORTED.value, StopReason.LEASE_LOST.value})
+
+
+class ProgressPrinter:
+    """The ``progress`` callback of a CLI run: one line per turn with totals and budgets left."""
+
+    def __init__(
+        self, options: Mapping[str, Any], start: Checkpoint | None, stream: TextIO
+    ) -> None:
+        self._options = options
+        self._stream = stream
+        self._started = time.monotonic()
+        self.input_tokens = start.input_tokens if start else 0
+        self.output_tokens = start.output_tokens if start else 0
+        self.cost_usd = start.cost_usd if start else 0.0
+
+    def __call__(self, turn: int, event: Any) -> None:
+        """Account a model call; print a line for a finished turn, a pause, a resume, a wake."""
+        if isinstance(event, ModelCalled):
+            self.input_tokens += event.input_tokens
+            self.output_tokens += event.output_tokens
+            self.cost_usd += event.cost_usd
+        elif isinstance(event, TurnFinished):
+            failed = f" | failed: {event.error}" if event.error else ""
+            self._print(
+                f"turn {event.turn} | tokens {self.input_tokens} in / {self.output_tokens} out"
+                f" | ${self.cost_usd:.6f} | left: {self._left(event.turn)}{failed}"
+            )
+        elif isinstance(event, Paused):
+            self._print(f"paused before turn {event.turn}")
+        elif isinstance(event, Resumed):
+            self._print(f"resumed before turn {event.turn}")
+        elif isinstance(event, Woke):
+            self._print(f"woke after turn {event.turn}")
+
+    def _left(self, turn: int) -> str:
+        o = self._options
+        parts = []
+        if o.get("max_turns", 50):
+            parts.append(f"{o.get('max_turns', 50) - turn} turns")
+        if o.get("max_cost_usd"):
+            parts.append(f"${o['max_cost_usd'] - self.cost_usd:.4f}")
+        if o.get("max_wallclock"):
+            parts.append(f"{o['max_wallclock'] - (time.monotonic() - self._started):.0f} s")
+        if o.get("max_input_tokens"):
+            parts.append(f"{o['max_input_tokens'] - self.input_tokens} in-tokens")
+        if o.get("max_output_tokens"):
+            parts.append(f"{o['max_output_tokens'] - self.output_tokens} out-tokens")
+        return ", ".join(parts) or "unbounded"
+
+    def _print(self, line: str) -> None:
+        print(line, file=self._stream, flush=True)
+
+
+def add_budget_overrides(parser: argparse.ArgumentParser) -> None:
+    """The options that override a spec's budgets for one run or resume."""
+    parser.add_argument("--max-turns", type=int, help="override budgets.max_turns")
+    parser.add_argument("--max-cost", type=float, help="override budgets.max_cost_usd")
+    parser.add_argument("--max-wallclock", type=float, help="override budgets.max_wallclock")
+
+
+def _options(spec: AgentSpec, args: argparse.Namespace) -> dict[str, Any]:
+    prompter: Prompter | None = TerminalPrompter() if sys.stdin.isatty() else None
+    options = spec.run_options(prompter=prompter)
+    overrides = {
+        "max_turns": args.max_turns,
+        "max_cost_usd": args.max_cost,
+        "max_wallclock": args.max_wallclock,
+    }
+    options.update({k: v for k, v in overrides.items() if v is not None})
+    with cli_errors():  # misuse (a bad option, a gate that would deadlock) before any write
+        opts = make_options(options)
+        if opts.permissions_gate is not None:
+            opts.permissions_gate.startup_check()
+    return options
+
+
+async def cmd_run(args: argparse.Namespace) -> int:
+    """Start a new session from a spec file and run it here."""
+    spec = load_spec_or_fail(args.spec)
+    if args.model:
+        spec = attrs.evolve(spec, model=args.model)
+    goal = args.goal or spec.goal
+    if not goal.strip():
+        raise CliError(f"{args.spec}: no goal: pass --goal TEXT or set goal in the spec")
+    session_id = args.session or f"{spec.name}-{secrets.token_hex(3)}"
+    options = _options(spec, args)
+    await prepare_litellm(spec)
+    async with open_log(args, create=True) as log:
+        ref = spec.session_ref(log, session_id)
+        if await log.latest_checkpoint(ref.key) is not None:
+            raise CliError(f"session {ref.key} already exists: continue it with `resume`")
+        with cli_errors():
+            build = spec.build_function(ref)
+        await record_spec(log, ref.key, spec, args.model)
+        _announce(args, f"session {ref.key} started from {spec.path}")
+        options["progress"] = _printer(args, options, None)
+        result, signum = await until_signal(lambda: run_autonomous(build, goal, **options))
+        return await _finish(args, log, ref.key, result, signum)
+
+
+async def cmd_resume(args: argparse.Namespace) -> int:
+    """Continue a stopped, deferred or crashed session here, from its latest checkpoint."""
+    async with open_log(args) as log:
+        key = await resolve_session(log, args.session)
+        spec = await spec_of_session(log, key)
+        options = _options(spec, args)
+        await prepare_litellm(spec)
+        ref = SessionRef(log=log, app=key.app, user=key.user, session_id=key.session_id)
+        with cli_errors():
+            build = spec.build_function(ref)
+        latest = await log.latest_checkpoint(key)
+        start = latest.payload if latest and isinstance(latest.payload, Checkpoint) else None
+        options["progress"] = _printer(args, options, start)
+        _announce(args, f"resuming session {key} from {spec.path}")
+        try:
+            result, signum = await until_signal(lambda: resume_autonomous(build, ref, **options))
+        except SessionLocked as exc:
+            raise CliError(f"session {key} is held by {exc.holder}", EXIT_LOCKED) from exc
+        return await _finish(args, log, key, result, signum)
+
+
+def _printer(
+    args: argparse.Namespace, options: Mapping[str, Any], start: Checkpoint | None
+) -> ProgressPrinter | None:
+    return None if args.quiet else ProgressPrinter(dict(options), start, sys.stderr)
+
+
+def _announce(args: argparse.Namespace, line: str) -> None:
+    if not args.quiet:
+        print(line, file=sys.stderr, flush=True)
+
+
+async def _finish(
+    args: argparse.Namespace,
+    log: EventLog,
+    key: SessionKey,
+    result: RunResult | None,
+    signum: int | None,
+) -> int:
+    """Report the run's end (from its result, or its last checkpoint after a signal)."""
+    if result is not None:
+        summary = result_summary(key, result)
+    else:
+        latest = await log.latest_checkpoint(key)
+        summary = checkpoint_summary(key, latest.payload if latest else None)
+    if args.json:
+        emit_json(summary)
+    else:
+        _print_summary(summary)
+    if signum is not None:
+        return exit_code_for(signum)
+    return EXIT_FAILED if summary["reason"] in _FAILED else EXIT_OK
+
+
+def result_summary(key: SessionKey, result: RunResult) -> dict[str, Any]:
+    """What ``run --json`` prints: the RunResult as a JSON-ready dict, with the session."""
+    return {
+        "session": str(key),
+        "reason": result.reason.value,
+        "turns": result.turns,
+        "input_tokens": result.input_tokens,
+        "output_tokens": result.output_tokens,
+        "cost_usd": result.cost_usd,
+        "duration": round(result.duration, 3),
+        "done_detail": result.done_detail,
+        "final_text": result.final_text,
+        "next_wake_at": result.next_wake_at.isoformat() if result.next_wake_at else None,
+        "outcome": result.outcome,
+        "result": result.result,
+        "error": f"{type(result.error).__name__}: {result.error}" if result.error else None,
+    }
+
+
+def checkpoint_summary(key: SessionKey, cp: Any) -> dict[str, Any]:
+    """The same shape as :func:`result_summary`, from a checkpoint (after an interrupt)."""
+    ok = isinstance(cp, Checkpoint)
+    wake = cp.next_wake_at if ok else None
+    return {
+        "session": str(key),
+        "reason": (cp.stop_reason if ok else None) or StopReason.CONTEXT_CANCELLED.value,
+        "turns": cp.turns if ok else 0,
+        "input_tokens": cp.input_tokens if ok else 0,
+        "output_tokens": cp.output_tokens if ok else 0,
+        "cost_usd": cp.cost_usd if ok else 0.0,
+        "duration": None,
+        "done_detail": cp.done_detail if ok else "",
+        "final_text": cp.final_text if ok else "",
+        "next_wake_at": wake.isoformat() if wake else None,
+        "outcome": cp.outcome if ok else None,
+        "result": cp.result if ok else None,
+        "error": None,
+    }
+
+
+def _print_summary(s: Mapping[str, Any]) -> None:
+    detail = f" ({s['done_detail']})" if s["done_detail"] else ""
+    print(f"session   {s['session']}")
+    print(f"stopped   {s['reason']}{detail}")
+    if s["outcome"]:
+        print(f"outcome   {s['outcome']}")
+    print(f"turns     {s['turns']}")
+    print(f"tokens    {s['input_tokens']} in / {s['output_tokens']} out")
+    print(f"cost      ${s['cost_usd']:.6f}")
+    if s["duration"] is not None:
+        print(f"duration  {s['duration']:.1f} s")
+    if s["error"]:
+        print(f"error     {s['error']}")
+    if s["next_wake_at"]:
+        print(f"next wake {s['next_wake_at']}")
+    if s["reason"] not in (StopReason.COMPLETED.value,):
+        print(f"continue  autonomous resume {s['session']}   (or: autonomous daemon)")
+    sys.stdout.flush()

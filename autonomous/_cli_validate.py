@@ -1,0 +1,196 @@
+"""validate(spec_path): the static checks of an agent spec, as ``autonomous validate`` runs them.
+
+The checks follow the second seed's validation table:
+
+=====================================================================  ========
+check                                                                  severity
+=====================================================================  ========
+the file is missing, unreadable or not TOML; an unknown key             error
+``model`` missing; a scripted model factory that cannot be imported     error
+no ``instructions`` and no ``steering``                                 warning
+a steering or skill file outside the agent's directory, or missing      error
+no tools declared (the agent can only answer and call report_done)      warning
+a tool that cannot be imported, is not callable or has no docstring     error
+two tools with one name, or a tool named like the done/schedule tool    error
+an outcome that is blank, repeated or a reserved exit name              error
+no budget (max_turns, max_cost_usd, max_wallclock) set                  warning
+``max_turns = 0`` with no cost or wall-clock cap: unbounded             warning
+no ``per_turn_timeout`` for a litellm model                             warning
+an unknown scheduler kind or permission mode                            error
+``ask`` mode with no terminal to prompt on                              warning
+``api_key_env`` naming a variable that is not set                       warning
+=====================================================================  ========
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from ._cli_refs import scripted_factory, tool_from_ref
+from ._errors import ConfigurationError
+from ._options import make_options
+from ._spec import AgentSpec, Problem, read_spec
+from ._steering import check_scoped
+
+__all__ = ["validate"]
+
+
+def validate(
+    spec_path: str | os.PathLike[str], *, interactive: bool | None = None
+) -> list[Problem]:
+    """Every problem of the spec at ``spec_path``, errors and warnings, without running it.
+
+    ``interactive`` tells whether a terminal can answer an ``ask``-mode gate (default: whether
+    standard input is a terminal). Tool and model references are imported (not called).
+    """
+    spec, problems = read_spec(spec_path)
+    if spec is None:
+        return problems
+    where = os.fspath(spec_path)
+    if interactive is None:
+        interactive = sys.stdin.isatty()
+    for check in (_model, _files, _tools, _budgets, _options):
+        problems.extend(check(spec, where))
+    problems.extend(_permissions(spec, where, interactive))
+    return problems
+
+
+def _problem(severity: str, where: str, key: str, message: str) -> Problem:
+    return Problem("error" if severity == "error" else "warning", f"{where}: {key}", message)
+
+
+def _model(spec: AgentSpec, where: str) -> list[Problem]:
+    found: list[Problem] = []
+    if spec.scripted:
+        try:
+            scripted_factory(spec.model, spec.base_dir)
+        except ConfigurationError as exc:
+            found.append(_problem("error", where, "model", str(exc)))
+        if spec.litellm:
+            found.append(
+                _problem("warning", where, "litellm", "ignored: the model is a scripted one")
+            )
+    env = spec.litellm.get("api_key_env")
+    if env and not spec.scripted and env not in os.environ:
+        found.append(
+            _problem("warning", where, "litellm.api_key_env", f"{env} is not set in this shell")
+        )
+    if not spec.instructions.strip() and not (spec.steering or "").strip():
+        found.append(
+            _problem(
+                "warning",
+                where,
+                "instructions",
+                "no instructions and no steering: the model gets only the goal",
+            )
+        )
+    return found
+
+
+def _files(spec: AgentSpec, where: str) -> list[Problem]:
+    found: list[Problem] = []
+    for key, paths in (("steering_files", spec.steering_files), ("skill_files", spec.skill_files)):
+        for problem in check_scoped(paths, spec.base_dir):
+            found.append(
+                _problem(problem.severity, where, key, f"{problem.path}: {problem.message}")
+            )
+    return found
+
+
+def _tools(spec: AgentSpec, where: str) -> list[Problem]:
+    if not spec.tools:
+        return [
+            _problem(
+                "warning",
+                where,
+                "tools",
+                "no tools declared: the agent can only answer and call report_done",
+            )
+        ]
+    found: list[Problem] = []
+    names: dict[str, str] = {}
+    reserved = {spec.run.get("done_tool_name", "report_done")}
+    if spec.scheduler is not None:
+        reserved.add(spec.run.get("schedule_tool_name", "schedule_next_turn"))
+    for i, ref in enumerate(spec.tools):
+        key = f"tools[{i}]"
+        try:
+            tool = tool_from_ref(ref, spec.base_dir)
+        except ConfigurationError as exc:
+            found.append(_problem("error", where, key, str(exc)))
+            continue
+        if tool.name in reserved:
+            found.append(_problem("error", where, key, f"{tool.name!r} is the runtime's own tool"))
+        elif tool.name in names:
+            found.append(
+                _problem("error", where, key, f"tool name {tool.name!r} is also {names[tool.name]}")
+            )
+        names.setdefault(tool.name, ref.ref)
+    return found
+
+
+def _budgets(spec: AgentSpec, where: str) -> list[Problem]:
+    b = spec.budgets
+    caps = [k for k in ("max_turns", "max_cost_usd", "max_wallclock") if b.get(k)]
+    found: list[Problem] = []
+    if "max_turns" in b and b["max_turns"] == 0 and not caps:
+        found.append(
+            _problem(
+                "warning",
+                where,
+                "budgets",
+                "unbounded: max_turns = 0 and no max_cost_usd or max_wallclock",
+            )
+        )
+    elif not caps:
+        found.append(
+            _problem(
+                "warning",
+                where,
+                "budgets",
+                "no budget set (max_turns, max_cost_usd, "
+                "max_wallclock): only the default max_turns = 50 bounds the run",
+            )
+        )
+    if spec.model and not spec.scripted and not b.get("per_turn_timeout"):
+        found.append(
+            _problem(
+                "warning",
+                where,
+                "budgets.per_turn_timeout",
+                "not set: a stuck model call holds its turn until litellm gives up",
+            )
+        )
+    return found
+
+
+def _options(spec: AgentSpec, where: str) -> list[Problem]:
+    """Whatever RunOptions itself refuses (clashing tool names, a zero lease ttl ...)."""
+    try:
+        make_options(spec.run_options(prompter=_NoPrompter()))
+    except (ConfigurationError, ValueError, TypeError) as exc:
+        return [_problem("error", where, "options", str(exc))]
+    return []
+
+
+def _permissions(spec: AgentSpec, where: str, interactive: bool) -> list[Problem]:
+    if spec.permission_mode == "ask" and not interactive:
+        return [
+            _problem(
+                "warning",
+                where,
+                "permissions.mode",
+                "'ask' needs someone to answer: with no "
+                "terminal (a daemon, a pipe) the run refuses to start",
+            )
+        ]
+    return []
+
+
+class _NoPrompter:
+    """Stands in for a prompter when the options are only checked, never run."""
+
+    async def __call__(self, request: Any, /) -> bool:
+        return False
