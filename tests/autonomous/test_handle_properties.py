@@ -43,7 +43,6 @@ async def drive(ops: list[str], turns_before_done: int) -> None:
                 elif op == "resume":
                     await h.resume()
                     paused_by_us = False
-    was_ended = False
                     assert h.status in {AutonomousStatus.RUNNING} | ENDED
                 elif op == "inject":
                     await h.inject("note")
