@@ -49,7 +49,7 @@ async def drive(ops: list[str], turns_before_done: int) -> None:
                 elif op == "wake":
                     h.request_wake()
                 elif op == "tick":
-                    await anyio.sleep(0)
+                    await anyio.lowlevel.checkpoint()
                 elif op == "stop":
                     await h.stop()
                     assert h.status in ENDED
