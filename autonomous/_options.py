@@ -112,7 +112,7 @@ class RunOptions:
     max_tool_result_chars: int = 8000
     outcomes: tuple[str, ...] = ()
     result_schema: dict[str, Any] | None = None
-    history_turns: int = 0
+    history_turns: int = 50
     clock: Clock = attrs.field(factory=SystemClock)
     lease_ttl: float = 30.0
     control_poll: float = 0.5
