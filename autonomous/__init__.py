@@ -16,11 +16,20 @@ Map:
     _options.py       RunOptions (every keyword option, validated)
     _result.py        StopReason, AutonomousStatus, RetryDecision, RunResult
     _remote.py        send_inject / send_control: control a session through its event log
+    _controls.py      pause / resume / stop / inject / wake, from the handle or the log
+    _durable.py       the session lease, the log watcher, the resume wait
+    _restore.py       rebuilding a run from its session's log
+    _loop.py          the turn loop (functions over a Run)
+    _supervisor.py    supervisors: rules, an LLM judge, the snapshot they see
+    _telemetry.py     OpenTelemetry spans and counters (optional)
+    _steering.py      steering and skill files, scoped to the agent's directory
+    _spec.py, _cli*.py  agent spec files and the `autonomous` command
     _errors.py        the error tree (AutonomousError at the root)
     testing.py        ScriptedModel and helpers for users' own tests
 """
 
 from ._agent import Agent
+from ._cli_validate import validate as validate_spec
 from ._driver import resume_autonomous, run_autonomous, start_autonomous
 from ._errors import (
     AutonomousError,
@@ -35,6 +44,7 @@ from ._errors import (
     TurnTimeout,
 )
 from ._handle import AutonomousHandle
+from ._local import LocalModelUnavailable, register_local_models
 from ._model import Message, Model, ModelResponse, ToolCall
 from ._options import RunOptions
 from ._progress import (
@@ -51,10 +61,26 @@ from ._progress import (
 )
 from ._remote import send_control, send_inject
 from ._result import AutonomousStatus, RetryDecision, RunResult, StopReason
+from ._spec import AgentSpec, load_spec
+from ._spec import Problem as SpecProblem
+from ._supervisor import (
+    AbortRun,
+    LLMJudge,
+    PauseRun,
+    Proceed,
+    RulesSupervisor,
+    Steer,
+    Supervisor,
+    SupervisorDecision,
+    SupervisorSnapshot,
+)
+from ._telemetry import Telemetry
 from ._tools import Tool, ToolArgumentError, function_tool
 
 __all__ = [
+    "AbortRun",
     "Agent",
+    "AgentSpec",
     "AutonomousError",
     "AutonomousHandle",
     "AutonomousStatus",
@@ -62,21 +88,32 @@ __all__ = [
     "CheckpointWritten",
     "ConfigurationError",
     "GateWouldDeadlock",
+    "LLMJudge",
+    "LocalModelUnavailable",
     "Message",
     "Model",
     "ModelCallLimit",
     "ModelCalled",
     "ModelError",
     "ModelResponse",
+    "PauseRun",
     "Paused",
+    "Proceed",
     "ProgressEvent",
     "Resumed",
     "RetryDecision",
+    "RulesSupervisor",
     "RunExited",
     "RunFinished",
     "RunOptions",
     "RunResult",
+    "SpecProblem",
+    "Steer",
     "StopReason",
+    "Supervisor",
+    "SupervisorDecision",
+    "SupervisorSnapshot",
+    "Telemetry",
     "Tool",
     "ToolArgumentError",
     "ToolCall",
@@ -88,9 +125,12 @@ __all__ = [
     "TurnTimeout",
     "Woke",
     "function_tool",
+    "load_spec",
+    "register_local_models",
     "resume_autonomous",
     "run_autonomous",
     "send_control",
     "send_inject",
     "start_autonomous",
+    "validate_spec",
 ]

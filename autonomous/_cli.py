@@ -68,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def add(name: str, text: str) -> argparse.ArgumentParser:
+        """A sub-command with the common options."""
         return sub.add_parser(name, help=text, description=text, parents=[common])
 
     p = add("validate", "check an agent spec statically (errors and warnings)")
@@ -94,6 +95,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--width", type=int, default=110, help="cut each line's text (default 110)")
     p.add_argument("--full", action="store_true", help="do not cut the text")
 
+    _add_control_commands(add)
+
+    p = add("daemon", "resume sessions when they are due, until interrupted")
+    p.add_argument("--poll", type=float, default=5.0, help="seconds between polls (default 5)")
+    p.add_argument("--once", action="store_true", help="one pass: resume what is due, then exit")
+    p.add_argument(
+        "--deferred-only",
+        action="store_true",
+        help="do not resume interrupted (crashed) sessions, only deferred ones",
+    )
+    return parser
+
+
+def _add_control_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    """inject, pause, unpause and stop: the commands that control a session from here."""
     p = add("inject", "queue an inbox message for a session (running or not)")
     p.add_argument("session", help="app/user/session_id, or a session id unique in the log")
     p.add_argument("text", help="the message")
@@ -110,18 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("session", help="app/user/session_id, or a session id unique in the log")
         _caller_options(p)
 
-    p = add("daemon", "resume sessions when they are due, until interrupted")
-    p.add_argument("--poll", type=float, default=5.0, help="seconds between polls (default 5)")
-    p.add_argument("--once", action="store_true", help="one pass: resume what is due, then exit")
-    p.add_argument(
-        "--deferred-only",
-        action="store_true",
-        help="do not resume interrupted (crashed) sessions, only deferred ones",
-    )
-    return parser
-
 
 def _caller_options(parser: argparse.ArgumentParser) -> None:
+    """The ``--as`` option of the commands that record who sent them."""
     parser.add_argument(
         "--as", dest="as_identity", metavar="IDENTITY", help="who sends it (default: you)"
     )

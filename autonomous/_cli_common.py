@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import signal
+import socket
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -119,6 +120,7 @@ async def until_signal(work: Callable[[], Awaitable[T]]) -> tuple[T | None, int 
     signals: list[int] = []
 
     async def watch(scope: anyio.CancelScope) -> None:
+        """Cancel ``scope`` at the first SIGINT or SIGTERM."""
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as received:
             async for signum in received:
                 signals.append(signum)
@@ -126,6 +128,7 @@ async def until_signal(work: Callable[[], Awaitable[T]]) -> tuple[T | None, int 
                 return
 
     async def main(scope: anyio.CancelScope) -> None:
+        """Run the work, then end the watcher."""
         results.append(await work())
         scope.cancel()
 
@@ -158,12 +161,32 @@ def exit_code_for(signum: int) -> int:
     return 128 + signum
 
 
+def holder_gone(holder: str) -> bool:
+    """Whether a lease holder (``host:pid:token``) is a process of this host that has exited.
+
+    Such a lease is taken over at once, so its session is worth trying; any other holder may be
+    alive and is left alone.
+    """
+    host, _, rest = holder.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit() or int(pid_text) <= 0:
+        return False
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # it exists, it is not ours
+        return False
+    return False
+
+
 def emit_json(value: Any) -> None:
     """Print ``value`` as one JSON document on standard output."""
     print(json.dumps(value, default=_json_default, ensure_ascii=False), flush=True)
 
 
 def _json_default(value: Any) -> Any:
+    """JSON for the values json does not know: times, paths, anything else by repr."""
     if isinstance(value, datetime):
         return value.isoformat()
     if isinstance(value, Path):

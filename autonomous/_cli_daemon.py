@@ -18,8 +18,6 @@ the spec file the session recorded. Its state is all in the log, so it survives 
 from __future__ import annotations
 
 import argparse
-import os
-import socket
 import sys
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -32,7 +30,14 @@ import structlog
 from eventlog import Checkpoint, Event, EventLog, SessionKey, SessionLocked, SessionRef, utcnow
 from eventlog import SessionSummary as Summary
 
-from ._cli_common import emit_json, exit_code_for, open_log, prepare_litellm, spec_of_session
+from ._cli_common import (
+    emit_json,
+    exit_code_for,
+    holder_gone,
+    open_log,
+    prepare_litellm,
+    spec_of_session,
+)
 from ._cli_common import until_signal as _until_signal
 from ._driver import resume_autonomous
 from ._result import RunResult
@@ -87,6 +92,7 @@ class Daemon:
         return list(chosen.values())
 
     async def _resume(self, summary: Summary) -> None:
+        """Resume one session and report how it went; a failure is reported, never raised."""
         key = summary.key
         wake = summary.next_wake_at
         self._report("resuming", session=str(key), due=wake.isoformat() if wake else None)
@@ -115,6 +121,7 @@ class Daemon:
             self._active.discard(key)
 
     async def _run(self, summary: Summary) -> RunResult:
+        """Load the session's spec and resume it with the spec's options."""
         key = summary.key
         spec = await spec_of_session(self._log, key)
         await prepare_litellm(spec)
@@ -137,29 +144,11 @@ class Daemon:
         self._report("handed_back", session=str(summary.key), due=wake.isoformat())
 
 
-def holder_gone(holder: str) -> bool:
-    """Whether a lease holder (``host:pid:token``) is a process of this host that has exited.
-
-    Such a lease is taken over at once, so its session is worth trying; any other holder may be
-    alive and is left alone.
-    """
-    host, _, rest = holder.partition(":")
-    pid_text = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid_text.isdigit() or int(pid_text) <= 0:
-        return False
-    try:
-        os.kill(int(pid_text), 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # it exists, it is not ours
-        return False
-    return False
-
-
 def reporter(as_json: bool) -> Report:
     """Report lines on standard output: JSON objects with ``--json``, else readable text."""
 
     def report(event: str, **fields: Any) -> None:
+        """Log ``event`` and print it."""
         _log.info(event, **fields)
         if as_json:
             emit_json({"event": event, "at": utcnow().isoformat(), **fields})

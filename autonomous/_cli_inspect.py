@@ -33,6 +33,7 @@ from ._cli_common import (
     CliError,
     cli_errors,
     emit_json,
+    holder_gone,
     one_line,
     open_log,
     require_session,
@@ -48,10 +49,10 @@ _FAILED = {"retry_policy_aborted", "lease_lost"}
 def status_of(summary: SessionSummary, now: datetime) -> str:
     """A session's state in one word, from its latest checkpoint and its lease."""
     reason = summary.stop_reason
-    if summary.holder:
+    if summary.holder and not holder_gone(summary.holder):
         return "running"
     if reason is None:
-        return "interrupted"
+        return "interrupted"  # no exit recorded and nobody alive holds it: a crash
     if reason == "deferred":
         wake = summary.next_wake_at
         return "due" if wake is not None and wake <= now else "deferred"
@@ -95,7 +96,7 @@ async def cmd_ls(args: argparse.Namespace) -> int:
             r["status"],
             r["stop_reason"] or "-",
             str(r["turns"]),
-            f"${r['cost_usd']:.4f}",
+            f"${r['cost_usd']:.6f}",
             _short_time(r["next_wake_at"]),
             r["holder"] or "-",
         )
@@ -108,6 +109,7 @@ async def cmd_ls(args: argparse.Namespace) -> int:
 
 
 def _short_time(iso: str | None) -> str:
+    """An ISO time as ``YYYY-MM-DD HH:MM:SS`` (or ``-``)."""
     return iso[:19].replace("T", " ") if iso else "-"
 
 
@@ -166,6 +168,7 @@ def describe(payload: Any) -> str:
 
 
 def _describe_checkpoint(cp: Checkpoint) -> str:
+    """A checkpoint's totals, stop reason and wake time."""
     parts = [
         f"turns={cp.turns}",
         f"tokens={cp.input_tokens}/{cp.output_tokens}",
@@ -181,6 +184,7 @@ def _describe_checkpoint(cp: Checkpoint) -> str:
 
 
 def _by(caller: Originator | None) -> str:
+    """`` (from identity)`` for a known caller."""
     if caller is None or not caller.identity:
         return ""
     return f" (from {caller.identity}{', admin' if caller.admin else ''})"
@@ -199,6 +203,7 @@ def caller_of(args: argparse.Namespace) -> Caller:
 
 
 def _os_user() -> str:
+    """The login name of this process's user, or "" when unknown."""
     try:
         return getpass.getuser()
     except (OSError, KeyError):

@@ -105,6 +105,7 @@ def scripted_factory(model: str, base_dir: Path) -> Callable[[], Model]:
         raise ConfigurationError(f"{ref!r} is not callable")
 
     def make() -> Model:
+        """A new model from the factory, checked."""
         made = factory()
         if not isinstance(made, Model):
             raise ConfigurationError(f"{ref!r} returned {made!r}, not a Model")

@@ -74,6 +74,7 @@ class ProgressPrinter:
             self._print(f"woke after turn {event.turn}")
 
     def _left(self, turn: int) -> str:
+        """What is left of each budget that is set."""
         o = self._options
         parts = []
         if o.get("max_turns", 50):
@@ -89,6 +90,7 @@ class ProgressPrinter:
         return ", ".join(parts) or "unbounded"
 
     def _print(self, line: str) -> None:
+        """One progress line on the stream, flushed."""
         print(line, file=self._stream, flush=True)
 
 
@@ -100,6 +102,7 @@ def add_budget_overrides(parser: argparse.ArgumentParser) -> None:
 
 
 def _options(spec: AgentSpec, args: argparse.Namespace) -> dict[str, Any]:
+    """The spec's run options with the command line's overrides, checked before any write."""
     prompter: Prompter | None = TerminalPrompter() if sys.stdin.isatty() else None
     options = spec.run_options(prompter=prompter)
     overrides = {
@@ -163,10 +166,12 @@ async def cmd_resume(args: argparse.Namespace) -> int:
 def _printer(
     args: argparse.Namespace, options: Mapping[str, Any], start: Checkpoint | None
 ) -> ProgressPrinter | None:
+    """The progress printer, unless ``--quiet``."""
     return None if args.quiet else ProgressPrinter(dict(options), start, sys.stderr)
 
 
 def _announce(args: argparse.Namespace, line: str) -> None:
+    """A line on standard error, unless ``--quiet``."""
     if not args.quiet:
         print(line, file=sys.stderr, flush=True)
 
@@ -234,6 +239,7 @@ def checkpoint_summary(key: SessionKey, cp: Any) -> dict[str, Any]:
 
 
 def _print_summary(s: Mapping[str, Any]) -> None:
+    """The end of a run, for people."""
     detail = f" ({s['done_detail']})" if s["done_detail"] else ""
     print(f"session   {s['session']}")
     print(f"stopped   {s['reason']}{detail}")

@@ -58,10 +58,12 @@ def validate(
 
 
 def _problem(severity: str, where: str, key: str, message: str) -> Problem:
+    """A problem at ``key`` of the spec file ``where``."""
     return Problem("error" if severity == "error" else "warning", f"{where}: {key}", message)
 
 
 def _model(spec: AgentSpec, where: str) -> list[Problem]:
+    """The model is usable; the litellm settings and the instructions make sense."""
     found: list[Problem] = []
     if spec.scripted:
         try:
@@ -90,6 +92,7 @@ def _model(spec: AgentSpec, where: str) -> list[Problem]:
 
 
 def _files(spec: AgentSpec, where: str) -> list[Problem]:
+    """Steering and skill files exist inside the agent's directory."""
     found: list[Problem] = []
     for key, paths in (("steering_files", spec.steering_files), ("skill_files", spec.skill_files)):
         for problem in check_scoped(paths, spec.base_dir):
@@ -100,6 +103,7 @@ def _files(spec: AgentSpec, where: str) -> list[Problem]:
 
 
 def _tools(spec: AgentSpec, where: str) -> list[Problem]:
+    """Every tool imports, is callable and described, and has a name of its own."""
     if not spec.tools:
         return [
             _problem(
@@ -132,6 +136,7 @@ def _tools(spec: AgentSpec, where: str) -> list[Problem]:
 
 
 def _budgets(spec: AgentSpec, where: str) -> list[Problem]:
+    """The run is bounded, and a litellm model's turns have a timeout."""
     b = spec.budgets
     caps = [k for k in ("max_turns", "max_cost_usd", "max_wallclock") if b.get(k)]
     found: list[Problem] = []
@@ -176,6 +181,7 @@ def _options(spec: AgentSpec, where: str) -> list[Problem]:
 
 
 def _permissions(spec: AgentSpec, where: str, interactive: bool) -> list[Problem]:
+    """An ``ask`` gate has someone to ask."""
     if spec.permission_mode == "ask" and not interactive:
         return [
             _problem(

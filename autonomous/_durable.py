@@ -8,7 +8,16 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import structlog
 
-from eventlog import EventKind, EventLog, EventLogError, Lease, LeaseHolder, LeaseLost, SessionKey
+from eventlog import (
+    EventKind,
+    EventLog,
+    EventLogError,
+    Lease,
+    LeaseHolder,
+    LeaseLost,
+    SessionKey,
+    utcnow,
+)
 
 from ._controls import latest_control_seq
 from ._options import RunOptions
@@ -40,9 +49,14 @@ class SessionKeeper:
 
     async def acquire(self) -> None:
         """Take the lease (raises :class:`eventlog.SessionLocked` when a live holder has it)."""
-        self.lease = await self.log.acquire_lease(
-            self.key, LeaseHolder.this_process(), self.opts.lease_ttl
-        )
+        holder = LeaseHolder.this_process()
+        try:
+            self.lease = await self.log.acquire_lease(self.key, holder, self.opts.lease_ttl)
+        except anyio.get_cancelled_exc_class():
+            # Cancelled mid-call: our row may have landed. Release by our token, or it would
+            # look held until it expires.
+            await self._release(Lease(self.key, holder, utcnow()))
+            raise
 
     async def start_watching_after(self, seq: int | None = None) -> None:
         """Watch for inbox and control events newer than ``seq`` (default: the newest now)."""
@@ -80,6 +94,9 @@ class SessionKeeper:
         if self.lease is None or self.lost:
             return
         lease, self.lease = self.lease, None
+        await self._release(lease)
+
+    async def _release(self, lease: Lease) -> None:
         with anyio.CancelScope(shield=True), anyio.move_on_after(_RELEASE_TIMEOUT):
             try:
                 await self.log.release_lease(lease)

@@ -146,6 +146,8 @@ class RunOptions:
         for outcome in self.outcomes:
             if not isinstance(outcome, str) or not outcome.strip():
                 raise ConfigurationError(f"outcomes must be non-blank strings, got {outcome!r}")
+        if self.result_schema is not None and not self.outcomes:
+            raise ConfigurationError("result_schema needs an outcome set (outcomes=...)")
         if len(set(self.outcomes)) != len(self.outcomes):
             raise ConfigurationError(f"outcomes has duplicates: {self.outcomes!r}")
         if self.lease_ttl <= 0 or self.control_poll <= 0:

@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import attrs
 import structlog
-from anyio.streams.memory import MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 _log = structlog.get_logger("autonomous.progress")
 
@@ -163,7 +163,7 @@ class ProgressHub:
             send.close()
         else:
             self._readers.append(send)
-        return _iterate(receive)
+        return _Reader(receive)
 
     def close(self) -> None:
         """End every reader's stream (the run is over)."""
@@ -173,7 +173,28 @@ class ProgressHub:
         self._readers = []
 
 
-async def _iterate(receive: Any) -> AsyncIterator[ProgressEvent]:
-    async with receive:
-        async for event in receive:
-            yield event
+class _Reader:
+    """One reader's stream; closing it, finishing it or dropping it unread unsubscribes it
+    (the hub drops a reader whose stream is closed at its next event)."""
+
+    __slots__ = ("_receive",)
+
+    def __init__(self, receive: MemoryObjectReceiveStream[ProgressEvent]) -> None:
+        self._receive = receive
+
+    def __aiter__(self) -> _Reader:
+        return self
+
+    async def __anext__(self) -> ProgressEvent:
+        try:
+            return await self._receive.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            self._receive.close()
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        """Stop reading: the hub drops this reader at its next event."""
+        self._receive.close()
+
+    def __del__(self) -> None:
+        self._receive.close()

@@ -49,7 +49,7 @@ from typing import Any, Literal
 
 import attrs
 
-from eventlog import SessionRef
+from eventlog import EventLog, SessionRef
 from permissions import Gate, Mode, Prompter, Rule
 from scheduler import ExitOnDeferScheduler, Scheduler, SleepScheduler
 from usage import Pricing
@@ -87,8 +87,12 @@ _RUN = {
     "continuation_prompt": "text",
     "history_turns": "count",
     "lease_ttl": "number",
+    "control_poll": "number",
+    "pause_max": "number",
     "done_tool_name": "text",
+    "done_tool_description": "text",
     "schedule_tool_name": "text",
+    "schedule_tool_description": "text",
 }
 _SCHEDULER = {"kind": "text", "schedule_tool_max_defer": "number", "max_defer": "number"}
 _PRICING = {
@@ -127,7 +131,15 @@ class Problem:
 @attrs.frozen(eq=False)
 class AgentSpec:
     """An agent as a spec file describes it; :meth:`build_function` and :meth:`run_options`
-    turn it into what the entry points take."""
+    turn it into what the entry points take.
+
+    ``path`` is the spec file (absolute); its directory is the agent's own (:attr:`base_dir`).
+    ``model`` is a litellm model string or ``"scripted:module:function"``; ``litellm`` holds the
+    ``[litellm]`` keywords (``api_key_env`` names a variable, read at build time). ``app`` and
+    ``user`` make the session key of a run, with its session id. ``budgets`` and ``run`` hold run
+    options by their :class:`~autonomous.RunOptions` names; ``scheduler`` is ``"sleep"``,
+    ``"exit"`` or None; ``permission_mode`` None means no gate.
+    """
 
     path: Path
     name: str
@@ -144,7 +156,7 @@ class AgentSpec:
     outcomes: tuple[str, ...] = ()
     result_schema: dict[str, Any] | None = None
     litellm: dict[str, Any] = attrs.field(factory=dict)
-    budgets: dict[str, float] = attrs.field(factory=dict)
+    budgets: dict[str, int | float] = attrs.field(factory=dict)
     scheduler: str | None = None
     schedule_tool_max_defer: float = 0.0
     max_defer: float = 0.0
@@ -164,7 +176,7 @@ class AgentSpec:
         """True when the model is a scripted (offline) model factory."""
         return self.model.startswith(SCRIPTED)
 
-    def session_ref(self, log: Any, session_id: str) -> SessionRef:
+    def session_ref(self, log: EventLog, session_id: str) -> SessionRef:
         """The session ``session_id`` of this agent (app and user from the spec) in ``log``."""
         return SessionRef(log=log, app=self.app or self.name, user=self.user, session_id=session_id)
 
@@ -209,6 +221,7 @@ class AgentSpec:
         completion = self.completion_kwargs()
 
         def build(extra_tools: Sequence[Tool], session_id: str | None = None) -> Agent:
+            """An Agent for a run (``session_id`` set by resume_autonomous)."""
             session = ref if session_id is None else attrs.evolve(ref, session_id=session_id)
             return Agent(
                 make_model(),
@@ -266,11 +279,13 @@ class _Reader:
         self.problems: list[Problem] = []
 
     def error(self, key: str, message: str) -> None:
+        """Record an error at ``key``."""
         self.problems.append(
             Problem("error", f"{self.shown}: {key}" if key else self.shown, message)
         )
 
     def warn(self, key: str, message: str) -> None:
+        """Record a warning at ``key``."""
         self.problems.append(Problem("warning", f"{self.shown}: {key}", message))
 
     def table(self, data: Any, key: str, known: Sequence[str]) -> dict[str, Any]:
@@ -331,6 +346,7 @@ def load_spec(path: str | os.PathLike[str]) -> AgentSpec:
 
 
 def _parse(path: Path, data: dict[str, Any], r: _Reader) -> AgentSpec:
+    """The spec from the TOML document; problems go to the reader."""
     r.table(data, "", _TOP)
     model = r.value(data, "model", "text")
     if "model" not in data:
@@ -367,6 +383,7 @@ def _parse(path: Path, data: dict[str, Any], r: _Reader) -> AgentSpec:
 
 
 def _tools(data: Any, r: _Reader) -> tuple[ToolRef, ...]:
+    """The ``tools`` list: references, as strings or tables."""
     if not isinstance(data, list):
         r.error("tools", f"must be a list of 'module:function' strings or tables, got {data!r}")
         return ()
@@ -388,6 +405,7 @@ def _tools(data: Any, r: _Reader) -> tuple[ToolRef, ...]:
 
 
 def _outcomes(data: Any, r: _Reader) -> tuple[str, ...]:
+    """The closed outcome set: non-blank, unique, not reserved."""
     if not isinstance(data, list):
         r.error("outcomes", f"must be a list of outcome names, got {data!r}")
         return ()
@@ -405,6 +423,7 @@ def _outcomes(data: Any, r: _Reader) -> tuple[str, ...]:
 
 
 def _litellm(data: Any, r: _Reader) -> dict[str, Any]:
+    """The ``[litellm]`` keywords; never a key, never the model."""
     if not isinstance(data, dict):
         r.error("litellm", f"must be a table of litellm.acompletion keywords, got {data!r}")
         return {}
@@ -421,6 +440,7 @@ def _litellm(data: Any, r: _Reader) -> dict[str, Any]:
 
 
 def _scheduler(data: Any, r: _Reader) -> tuple[str | None, float, float]:
+    """The scheduler kind and its caps (a table, or a kind string)."""
     if data is None:
         return None, 0.0, 0.0
     if isinstance(data, str):
@@ -436,6 +456,7 @@ def _scheduler(data: Any, r: _Reader) -> tuple[str | None, float, float]:
 
 
 def _permissions(data: Any, r: _Reader) -> tuple[str | None, tuple[Rule, ...], tuple[Rule, ...]]:
+    """The gate's mode and its allow and deny rules."""
     table = r.table(data, "permissions", ("mode", "allow", "deny"))
     if not table:
         return None, (), ()
@@ -453,6 +474,7 @@ def _permissions(data: Any, r: _Reader) -> tuple[str | None, tuple[Rule, ...], t
 
 
 def _rules(data: Any, key: str, r: _Reader) -> tuple[Rule, ...]:
+    """A list of rules: tool globs or rule tables."""
     if not isinstance(data, list):
         r.error(key, f"must be a list of tool globs or rule tables, got {data!r}")
         return ()
@@ -472,6 +494,7 @@ def _rules(data: Any, key: str, r: _Reader) -> tuple[Rule, ...]:
 
 
 def _pricing(data: Any, r: _Reader) -> Pricing | None:
+    """The ``[pricing]`` table, when present."""
     if data is None:
         return None
     return Pricing(**r.options(data, "pricing", _PRICING))

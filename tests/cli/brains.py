@@ -1,0 +1,86 @@
+"""The tools and scripted models the CLI tests' specs name (copied next to each spec).
+
+- ``quick``: reports done at once.
+- ``looping``: calls ``tick`` every turn and never finishes, until an inbox message arrives;
+  then it reports done with the inbox block as the detail.
+- ``deferring``: schedules its next turn one second ahead (``next_prompt`` "wake up"), then
+  reports done on the next turn, with any inbox block in the detail.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from autonomous import ModelResponse
+from autonomous.testing import ScriptedModel, call, reply
+
+Messages = Sequence[dict[str, Any]]
+
+
+def tick(n: int = 0) -> int:
+    """Wait a tenth of a second, then return n plus one.
+
+    Args:
+        n: A number.
+    """
+    time.sleep(0.1)
+    return n + 1
+
+
+def undocumented(n: int) -> int:
+    return n
+
+
+NOT_CALLABLE = 42
+
+
+def _prompt(messages: Messages) -> str:
+    return next(str(m["content"]) for m in reversed(messages) if m["role"] == "user")
+
+
+def _inbox(prompt: str) -> str:
+    """The inbox block of a prompt, on one line ("" when there is none)."""
+    if not prompt.startswith("[Inbox]"):
+        return ""
+    return " ".join(prompt.split("\n\n", maxsplit=1)[0].split())
+
+
+def _finish(detail: str) -> ModelResponse:
+    return call("report_done", {"state": "done", "detail": detail})
+
+
+def _quick(messages: Messages, tools: Sequence[dict[str, Any]]) -> ModelResponse:
+    return _finish("all done") if messages[-1]["role"] == "user" else reply("bye")
+
+
+def _looping(messages: Messages, tools: Sequence[dict[str, Any]]) -> ModelResponse:
+    if messages[-1]["role"] != "user":
+        return reply("ticked")
+    inbox = _inbox(_prompt(messages))
+    return _finish(f"finished: {inbox}") if inbox else call("tick", {"n": 1})
+
+
+def _deferring(messages: Messages, tools: Sequence[dict[str, Any]]) -> ModelResponse:
+    if messages[-1]["role"] != "user":
+        return reply("ok")
+    prompt = _prompt(messages)
+    if "wake up" in prompt or prompt.startswith("[Inbox]"):
+        return _finish(f"finished: {_inbox(prompt)}".strip())
+    return call("schedule_next_turn", {"wake_in_sec": 1, "next_prompt": "wake up"})
+
+
+def quick() -> ScriptedModel:
+    """Done at once."""
+    return ScriptedModel(default=_quick)
+
+
+def looping() -> ScriptedModel:
+    """Ticks until an inbox message arrives."""
+    return ScriptedModel(default=_looping)
+
+
+def deferring() -> ScriptedModel:
+    """Defers one second, then finishes."""
+    return ScriptedModel(default=_deferring)

@@ -1,0 +1,196 @@
+"""Fixtures of the CLI tests: an agent directory with specs, and the command in subprocesses."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from eventlog import SessionKey, SqliteEventLog, event_to_dict
+
+BRAINS = Path(__file__).with_name("brains.py")
+#: The environment of every subprocess: offline, no colour, the tests' identity.
+ENV = {
+    **os.environ,
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    "NO_COLOR": "1",
+    "USER": "tester",
+    "LOGNAME": "tester",
+}
+SPEC = """
+name = "{name}"
+app = "tests"
+user = "tester"
+model = "scripted:brains:{brain}"
+goal = "Do the test thing."
+instructions = "You are a test agent."
+tools = ["brains:tick"]
+
+[budgets]
+max_turns = {max_turns}
+max_wallclock = 60
+{extra}
+"""
+
+
+def write_spec(
+    directory: Path, name: str, brain: str, *, max_turns: int = 400, extra: str = ""
+) -> Path:
+    """Write ``<name>.toml`` in ``directory`` for the scripted model ``brains:<brain>``."""
+    path = directory / f"{name}.toml"
+    path.write_text(SPEC.format(name=name, brain=brain, max_turns=max_turns, extra=extra))
+    return path
+
+
+@pytest.fixture
+def agent_dir(tmp_path: Path) -> Path:
+    """An agent's directory holding the tests' tools module; the working directory of commands."""
+    shutil.copy(BRAINS, tmp_path / "brains.py")
+    return tmp_path
+
+
+@pytest.fixture
+def in_process(agent_dir: Path) -> Iterator[Path]:
+    """The agent directory, with its ``brains`` module forgotten afterwards."""
+    yield agent_dir
+    sys.modules.pop("brains", None)
+    if str(agent_dir.resolve()) in sys.path:
+        sys.path.remove(str(agent_dir.resolve()))
+
+
+def session_events(cwd: Path, session: str) -> list[dict[str, Any]]:
+    """The events of a session of ``cwd``'s log, read in-process (as ``show --json`` gives them)."""
+    app, user, session_id = session.split("/") if "/" in session else ("tests", "tester", session)
+
+    async def read() -> list[dict[str, Any]]:
+        async with SqliteEventLog(cwd / "autonomous.db", create=False) as log:
+            return [event_to_dict(e) for e in await log.read(SessionKey(app, user, session_id))]
+
+    events: list[dict[str, Any]] = anyio.run(read, backend="asyncio")
+    return events
+
+
+def holder_of(cwd: Path, session: str) -> str | None:
+    """The live holder of a session's lease in ``cwd``'s log, read in-process."""
+
+    async def read() -> str | None:
+        async with SqliteEventLog(cwd / "autonomous.db", create=False) as log:
+            for summary in await log.sessions():
+                if summary.key.session_id == session:
+                    return summary.holder
+        return None
+
+    holder: str | None = anyio.run(read, backend="asyncio")
+    return holder
+
+
+def cli(
+    cwd: Path, *args: str, timeout: float = 30, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m autonomous._cli ARGS`` in ``cwd`` (so ./autonomous.db is the log)."""
+    return subprocess.run(
+        [sys.executable, "-m", "autonomous._cli", *args],
+        cwd=cwd,
+        env={**ENV, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+class Background:
+    """A command running in a subprocess, its output lines collected as they arrive."""
+
+    def __init__(self, cwd: Path, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "autonomous._cli", *args],
+            cwd=cwd,
+            env=ENV,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: dict[str, list[str]] = {"stdout": [], "stderr": []}
+        self._changed = threading.Condition()
+        self._readers = [
+            threading.Thread(target=self._read, args=(name, stream), daemon=True)
+            for name, stream in (("stdout", self.proc.stdout), ("stderr", self.proc.stderr))
+        ]
+        for reader in self._readers:
+            reader.start()
+
+    def _read(self, name: str, stream: Any) -> None:
+        for line in stream:
+            with self._changed:
+                self.lines[name].append(line.rstrip("\n"))
+                self._changed.notify_all()
+
+    def wait_for(self, pattern: str, *, stream: str = "stderr", timeout: float = 10) -> str:
+        """The first line of ``stream`` matching ``pattern``; fails after ``timeout`` seconds."""
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                for line in self.lines[stream]:
+                    if regex.search(line):
+                        return line
+                left = deadline - time.monotonic()
+                if left <= 0 or (self.proc.poll() is not None and not self._alive()):
+                    raise AssertionError(
+                        f"no line matching {pattern!r} on {stream} within {timeout} s; "
+                        f"got {self.lines}"
+                    )
+                self._changed.wait(min(left, 0.1))
+
+    def count(self, pattern: str, *, stream: str = "stderr") -> int:
+        """How many lines of ``stream`` match ``pattern`` so far."""
+        regex = re.compile(pattern)
+        with self._changed:
+            return sum(1 for line in self.lines[stream] if regex.search(line))
+
+    def _alive(self) -> bool:
+        return any(reader.is_alive() for reader in self._readers)
+
+    def finish(self, timeout: float = 15) -> int:
+        """Wait for the exit (and the last output); returns the exit status."""
+        code = self.proc.wait(timeout=timeout)
+        for reader in self._readers:
+            reader.join(timeout=5)
+        return code
+
+    def stdout(self) -> str:
+        """Everything printed on standard output so far."""
+        with self._changed:
+            return "\n".join(self.lines["stdout"])
+
+    def kill(self) -> None:
+        """SIGKILL the process (if it still runs) and reap it."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.finish()
+
+
+@pytest.fixture
+def start() -> Iterator[Callable[..., Background]]:
+    """``start(cwd, *args)`` runs a command in the background; it is killed at the end if alive."""
+    started: list[Background] = []
+
+    def begin(cwd: Path, *args: str) -> Background:
+        command = Background(cwd, *args)
+        started.append(command)
+        return command
+
+    yield begin
+    for command in started:
+        command.kill()

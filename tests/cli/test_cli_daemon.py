@@ -1,0 +1,159 @@
+"""``autonomous daemon``: resumes due sessions, survives its own restart, never runs a held one."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import ENV, Background, cli, holder_of, session_events, write_spec
+
+DEFERRING = '[scheduler]\nkind = "exit"\n'
+
+
+def deferred_sessions(agent_dir: Path, *ids: str) -> None:
+    """Run the deferring agent once per id, at once: each session exits deferred, due in 1 s."""
+    write_spec(agent_dir, "later", "deferring", extra=DEFERRING)
+    command = [sys.executable, "-m", "autonomous._cli", "run", "later.toml", "--json", "-q"]
+    runs = [
+        subprocess.Popen(
+            [*command, "--session", session],
+            cwd=agent_dir,
+            env=ENV,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for session in ids
+    ]
+    for run in runs:
+        out, _ = run.communicate(timeout=15)
+        assert "deferred" == json.loads(out)["reason"]
+
+
+def assert_ran_once(agent_dir: Path, session: str) -> None:
+    """The session completed exactly once, and its second turn ran exactly once."""
+    events = session_events(agent_dir, session)
+    stops = [e["payload"].get("stop_reason") for e in events if e["kind"] == "checkpoint"]
+    assert 1 == stops.count("completed"), stops
+    turns = [e["payload"]["turn"] for e in events if e["kind"] == "user_message"]
+    assert [1, 2] == turns
+
+
+def wait_until_completed(agent_dir: Path, ids: Sequence[str], timeout: float = 10) -> None:
+    """Wait until every session's latest checkpoint says completed."""
+    deadline = time.monotonic() + timeout
+    while True:
+        latest = [
+            [e for e in session_events(agent_dir, s) if e["kind"] == "checkpoint"][-1] for s in ids
+        ]
+        if all(cp["payload"].get("stop_reason") == "completed" for cp in latest):
+            return
+        assert time.monotonic() < deadline, latest
+        time.sleep(0.2)
+
+
+def daemon_reports(daemon: Background) -> list[dict[str, Any]]:
+    """The daemon's --json report lines so far."""
+    return [json.loads(line) for line in daemon.stdout().splitlines() if line.startswith("{")]
+
+
+class TestDaemon:
+    """The orchestrator."""
+
+    def test_resumes_a_session_when_it_becomes_due(
+        self, agent_dir: Path, start: Callable[..., Background]
+    ) -> None:
+        """A deferred session is resumed once its wake time comes, and completes."""
+        daemon = start(agent_dir, "daemon", "--poll", "0.2", "--json")
+        daemon.wait_for('"daemon_started"', stream="stdout")
+        deferred_sessions(agent_dir, "d1")  # becomes due while the daemon runs
+        daemon.wait_for('"finished".*"reason": "completed"', stream="stdout", timeout=8)
+        assert_ran_once(agent_dir, "d1")
+        events = session_events(agent_dir, "d1")
+        deferred = next(e for e in events if e["payload"].get("stop_reason") == "deferred")
+        wake = datetime.fromisoformat(deferred["payload"]["next_wake_at"])
+        second = next(
+            e for e in events if e["kind"] == "user_message" and e["payload"]["turn"] == 2
+        )
+        assert datetime.fromisoformat(second["at"]) >= wake, "resumed before the wake time"
+        daemon.proc.send_signal(signal.SIGINT)
+        assert 130 == daemon.finish()
+
+    @pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
+    def test_restart_while_sessions_are_due(
+        self, agent_dir: Path, start: Callable[..., Background], how: str
+    ) -> None:
+        """A daemon killed while holding due sessions is replaced; each session runs once."""
+        ids = ("a", "b", "c")
+        deferred_sessions(agent_dir, *ids)
+        first = start(agent_dir, "daemon", "--poll", "1", "--json")
+        for session in ids:
+            first.wait_for(f'"resuming".*tests/tester/{session}"', stream="stdout", timeout=5)
+        first.proc.send_signal(getattr(signal, how))
+        first.finish()
+        second = start(agent_dir, "daemon", "--poll", "0.2", "--json")
+        wait_until_completed(agent_dir, ids)
+        for session in ids:
+            assert_ran_once(agent_dir, session)
+        resumed = [r["session"] for r in daemon_reports(second) if r["event"] == "resuming"]
+        assert len(resumed) == len(set(resumed)), resumed
+        finished = [
+            r["session"]
+            for r in daemon_reports(first) + daemon_reports(second)
+            if r["event"] == "finished"
+        ]
+        assert len(finished) == len(set(finished)), finished
+
+    def test_never_runs_a_session_another_process_holds(
+        self, agent_dir: Path, start: Callable[..., Background]
+    ) -> None:
+        """While `resume` holds a session (waiting for its wake), the daemon leaves it alone."""
+        deferred_sessions(agent_dir, "held")
+        holder = start(agent_dir, "resume", "held", "--json")
+        holder.wait_for("resuming session")
+        deadline = time.monotonic() + 5
+        while holder_of(agent_dir, "held") is None:  # the lease is taken just after that line
+            assert time.monotonic() < deadline, "resume never took the lease"
+            time.sleep(0.05)
+        daemon = start(agent_dir, "daemon", "--poll", "0.2", "--json")
+        assert 0 == holder.finish(timeout=8)
+        assert "completed" == json.loads(holder.stdout())["reason"]
+        cli(agent_dir, "daemon", "--once", "--json")  # nothing left to do
+        daemon.proc.send_signal(signal.SIGTERM)
+        assert 143 == daemon.finish()
+        assert [] == [r for r in daemon_reports(daemon) if r.get("session") == "tests/tester/held"]
+        assert_ran_once(agent_dir, "held")
+
+    def test_once_resumes_what_is_due_and_exits(self, agent_dir: Path) -> None:
+        """--once resumes every due session, waits for them, and exits 0."""
+        deferred_sessions(agent_dir, "o1")
+        time.sleep(1.1)
+        done = cli(agent_dir, "daemon", "--once", "--json")
+        assert 0 == done.returncode, done.stderr
+        events = [json.loads(line)["event"] for line in done.stdout.splitlines()]
+        assert ["daemon_started", "resuming", "finished", "daemon_stopped"] == events
+        assert_ran_once(agent_dir, "o1")
+
+    def test_resumes_a_crashed_session(
+        self, agent_dir: Path, start: Callable[..., Background]
+    ) -> None:
+        """A run killed mid-way is `interrupted`; the daemon takes its lease over and resumes it."""
+        write_spec(agent_dir, "loop", "looping")
+        run = start(agent_dir, "run", "loop.toml", "--session", "k1")
+        run.wait_for(r"^turn 2 \|")
+        run.kill()
+        listed = json.loads(cli(agent_dir, "ls", "--json").stdout)
+        assert "interrupted" == listed[0]["status"]
+        cli(agent_dir, "inject", "k1", "finish now")
+        done = cli(agent_dir, "daemon", "--once", "--json")
+        finished = [json.loads(line) for line in done.stdout.splitlines()][-2]
+        assert ("finished", "completed") == (finished["event"], finished["reason"])
+        assert "completed" == json.loads(cli(agent_dir, "ls", "--json").stdout)[0]["status"]

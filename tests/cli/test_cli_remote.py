@@ -1,0 +1,79 @@
+"""Two processes at once: a run in one, ``inject``/``pause``/``unpause``/``stop`` from another.
+
+The run watches its session's event log and obeys a remote request within about a second.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from .conftest import Background, cli, session_events, write_spec
+
+#: How long a run may take to obey a remote request (the contract is "within about a second").
+OBEY = 2.5
+
+
+def looping_run(agent_dir: Path, start: Callable[..., Background], session: str) -> Background:
+    """A run of the looping agent in a background process, past its first turn."""
+    write_spec(agent_dir, "loop", "looping")
+    run = start(agent_dir, "run", "loop.toml", "--session", session, "--json")
+    run.wait_for(r"^turn 1 \|")
+    return run
+
+
+class TestRemoteControl:
+    """A running session obeys requests sent from another process through the log."""
+
+    def test_stop_from_another_process(
+        self, agent_dir: Path, start: Callable[..., Background]
+    ) -> None:
+        """`autonomous stop` ends the run context_cancelled, with its final checkpoint (and a
+        second process cannot resume the session meanwhile: exit 3)."""
+        run = looping_run(agent_dir, start, "r1")
+        second = cli(agent_dir, "resume", "r1")
+        assert (3, True) == (second.returncode, "is held by" in second.stderr), second.stderr
+        sent = cli(agent_dir, "stop", "tests/tester/r1", "--as", "bob")
+        assert 0 == sent.returncode, sent.stderr
+        assert 0 == run.finish(timeout=OBEY + 5)
+        result = json.loads(run.stdout())
+        assert "context_cancelled" == result["reason"]
+        events = session_events(agent_dir, "r1")
+        controls = [e for e in events if e["kind"] == "control"]
+        assert ("stop", "cli:bob") == (controls[0]["payload"]["action"], controls[0]["author"])
+        assert "context_cancelled" == events[-1]["payload"].get("stop_reason")
+
+    def test_inject_from_another_process(
+        self, agent_dir: Path, start: Callable[..., Background]
+    ) -> None:
+        """`autonomous inject` reaches the running agent's next turn; it finishes on it."""
+        run = looping_run(agent_dir, start, "r2")
+        sent = time.monotonic()
+        assert 0 == cli(agent_dir, "inject", "r2", "wrap it up", "--as", "carol").returncode
+        assert 0 == run.finish(timeout=OBEY + 5)
+        assert time.monotonic() - sent < OBEY + 1
+        result = json.loads(run.stdout())
+        assert "completed" == result["reason"]
+        assert "(from carol) wrap it up" in result["done_detail"]
+
+    def test_pause_and_unpause_from_another_process(
+        self, agent_dir: Path, start: Callable[..., Background]
+    ) -> None:
+        """`pause` parks the run at a turn boundary (no more turns); `unpause` lets it go on."""
+        run = looping_run(agent_dir, start, "r3")
+        assert 0 == cli(agent_dir, "pause", "r3").returncode
+        run.wait_for(r"^paused before turn", timeout=OBEY)
+        turns = run.count(r"^turn \d+ \|")
+        time.sleep(1.0)
+        assert turns == run.count(r"^turn \d+ \|"), "a paused run went on with turns"
+        assert None is run.proc.poll()
+        listed = json.loads(cli(agent_dir, "ls", "--json").stdout)
+        assert "running" == listed[0]["status"]
+        assert 0 == cli(agent_dir, "unpause", "r3").returncode
+        run.wait_for(r"^resumed before turn", timeout=OBEY)
+        run.wait_for(rf"^turn {turns + 1} \|", timeout=OBEY)
+        assert 0 == cli(agent_dir, "stop", "r3").returncode
+        assert 0 == run.finish(timeout=OBEY + 5)
+        assert "context_cancelled" == json.loads(run.stdout())["reason"]
