@@ -84,10 +84,9 @@ class TurnRunner:
                 self.tally.final_text = response.text
             if not response.tool_calls:
                 return texts[-1] if texts else ""
-            for call in response.tool_calls:
-                # A stop (or any cancellation) requested while the previous tool finished
-                # must land before the next tool starts; free when nothing is cancelled.
-                await anyio.lowlevel.checkpoint_if_cancelled()
+            for i, call in enumerate(response.tool_calls):
+                if i:  # a stop requested while the previous tool ran lands before the next
+                    await anyio.lowlevel.checkpoint_if_cancelled()
                 await self._dispatch(call, turn, caller)
         raise AssertionError("unreachable")  # pragma: no cover
 
