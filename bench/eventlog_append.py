@@ -4,8 +4,10 @@ Each model call of the loop appends one small batch: an AssistantMessage with on
 its ToolResult (2 events), and at the end of a turn a Checkpoint as well (3 events). This times
 those batches on MemoryEventLog and SqliteEventLog, next to the floor every SQLite store pays:
 aiosqlite inserting one row and committing (two trips to its thread), in WAL mode at the same
-``synchronous`` level. Contenders run in alternating rounds of many appends each, so that a noisy
-machine slows them all alike; each figure is the median over rounds, in microseconds per append.
+``synchronous`` level, on SQLite's default page size (the store's own file settings are part of
+what is measured). Contenders run in alternating rounds of many appends each, so that a noisy
+machine slows them all alike; each figure is the median over rounds of the mean microseconds per
+append in a round (WAL checkpoints included, spread over the round's commits).
 
     python bench/eventlog_append.py                 # synchronous=NORMAL, about 20 seconds
     python bench/eventlog_append.py --quick         # fewer rounds

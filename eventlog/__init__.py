@@ -5,8 +5,9 @@ Map:
     _codec.py    JSON through one private cattrs converter, schema version checks
     _store.py    the EventLog protocol, SessionRef, leases, session summaries
     _memory.py   MemoryEventLog: in-process, not durable
-    _sqlite.py   SqliteEventLog: aiosqlite, WAL, indexed checkpoints, lease rows
+    _sqlite.py   SqliteEventLog: aiosqlite, WAL, one transaction per write, lease rows
     _schema.py   SqliteEventLog's tables, statements and row conversions
+    _worker.py   aiosqlite's thread: one trip per operation, a daemon closed at exit
     _rules.py    pure rules both stores share: lease takeover, summaries, due sessions
     _errors.py   the error tree (EventLogError at the root)
 """

@@ -245,7 +245,8 @@ def utcnow() -> datetime:
 class Event:
     """One entry of the append-only log.
 
-    ``seq`` is assigned by the log on append (monotonic per log); an event not yet appended has
+    ``seq`` is the number the log gave the event (increasing across the log): events read from
+    a log carry it, ``append`` returns it, and the event objects given to ``append`` keep
     ``seq == 0``. Build events with :meth:`Event.create`.
     """
 

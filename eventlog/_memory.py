@@ -14,8 +14,16 @@ from typing import Self
 import attrs
 
 from ._errors import LeaseLost, SessionLocked, StoreUnavailable
-from ._events import Checkpoint, Event, EventKind, SessionKey, utcnow
-from ._rules import as_utc, check_limit, is_due, lease_expiry, may_take_lease, summary_of
+from ._events import Event, EventKind, SessionKey, utcnow
+from ._rules import (
+    as_utc,
+    check_limit,
+    checkpoint_of,
+    is_due,
+    lease_expiry,
+    may_take_lease,
+    summary_of,
+)
 from ._store import Clock, Lease, LeaseHolder, SessionSummary
 
 #: An appended event as the log keeps it: its seq, and the event as it was given.
@@ -93,8 +101,8 @@ class MemoryEventLog:
         """
         self._check_open()
         for event in events:
-            if event.kind == EventKind.CHECKPOINT and not isinstance(event.payload, Checkpoint):
-                raise TypeError(f"event {event.id} is a {event.kind}, not a checkpoint")
+            if event.kind == EventKind.CHECKPOINT:
+                checkpoint_of(event)  # a checkpoint kind must carry a checkpoint
         # Nothing below can fail: the batch lands whole.
         first = self._seq + 1
         self._seq += len(events)

@@ -57,15 +57,22 @@ def may_take_lease(
     return current.host == this_host and not alive(current.pid)
 
 
+def checkpoint_of(event: Event) -> Checkpoint:
+    """The checkpoint an event carries; :class:`TypeError` when its payload is something else."""
+    payload = event.payload
+    if not isinstance(payload, Checkpoint):
+        name = type(payload).__name__
+        raise TypeError(f"event {event.id} ({event.kind}) has a {name} payload, not a checkpoint")
+    return payload
+
+
 def summary_of(event: Event, seq: int | None = None) -> SessionSummary:
     """The session summary a checkpoint event leaves behind.
 
     ``seq`` is the checkpoint's seq when the event itself does not carry it (a store that keeps
     events as appended, seq aside). Raises :class:`TypeError` for an event that is no checkpoint.
     """
-    payload = event.payload
-    if not isinstance(payload, Checkpoint):
-        raise TypeError(f"event {event.id} is a {event.kind}, not a checkpoint")
+    payload = checkpoint_of(event)
     wake = payload.next_wake_at
     return SessionSummary(
         key=event.key,

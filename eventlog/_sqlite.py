@@ -2,23 +2,21 @@
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import functools
 import os
 import socket
 import sqlite3
-import threading
-import weakref
 from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Self, TypeAlias, TypeVar, cast
+from typing import Any, Self, TypeAlias, TypeVar
 
 import aiosqlite
 import anyio
 
 from . import _schema as sql
+from . import _worker as worker
 from ._errors import LeaseLost, SessionLocked, StoreUnavailable
 from ._events import Event, EventKind, SessionKey, utcnow
 from ._rules import as_utc, check_limit, lease_expiry, may_take_lease
@@ -31,9 +29,6 @@ T = TypeVar("T")
 Action: TypeAlias = str | Callable[[], str]
 
 _SYNCHRONOUS = ("NORMAL", "FULL")
-
-#: Seconds a connection left open at interpreter exit gets to finish and close.
-_EXIT_GRACE = 2.0
 
 
 class SqliteEventLog:
@@ -79,7 +74,7 @@ class SqliteEventLog:
         self._lock = anyio.Lock(fast_acquire=True)  # opening and closing, not each operation
         self._db: aiosqlite.Connection | None = None
         self._sids: dict[SessionKey, int] = {}  # sessions.sid of each session seen, once committed
-        self._exit_hook: Callable[[], None] | None = None
+        self._forget_exit: Callable[[], None] | None = None  # cancels the close at exit
         self._closed = False
 
     @property
@@ -166,7 +161,7 @@ class SqliteEventLog:
             conn.execute(sql.WRITE_LEASE, params)
             return Lease(key=key, holder=holder, expires_at=expires_at)
 
-        return await self._write(lambda: f"lease session {key}", _in_transaction(take))
+        return await self._write(lambda: f"lease session {key}", worker.in_transaction(take))
 
     async def renew_lease(self, lease: Lease, ttl: float) -> Lease:
         """Extend our lease or raise :class:`LeaseLost` when it is no longer ours."""
@@ -185,7 +180,7 @@ class SqliteEventLog:
             return Lease(key=key, holder=holder, expires_at=expires_at)
 
         return await self._write(
-            lambda: f"renew the lease of session {key}", _in_transaction(renew)
+            lambda: f"renew the lease of session {key}", worker.in_transaction(renew)
         )
 
     async def release_lease(self, lease: Lease) -> None:
@@ -193,7 +188,7 @@ class SqliteEventLog:
         params = (*sql.session_params(lease.key), lease.holder.token)
         await self._write(
             lambda: f"release the lease of session {lease.key}",
-            _in_transaction(lambda conn: conn.execute(sql.RELEASE_LEASE, params)),
+            worker.in_transaction(lambda conn: conn.execute(sql.RELEASE_LEASE, params)),
         )
 
     # -- reading ---------------------------------------------------------------------------
@@ -257,9 +252,11 @@ class SqliteEventLog:
 
     async def _fetch(self, action: Action, query: str, params: Sequence[Any]) -> list[Any]:
         """The rows of one query, read in one trip to the connection's thread."""
-        db = self._db or await self._connection(action)
+        db = self._db
+        if db is None:
+            db = await self._connection(action)
         try:
-            return await _on_thread(db, lambda conn: conn.execute(query, params).fetchall())
+            return await worker.on_thread(db, lambda conn: conn.execute(query, params).fetchall())
         except sqlite3.Error as exc:
             raise self._unavailable(action, exc) from exc
 
@@ -269,11 +266,13 @@ class SqliteEventLog:
         Operations need no lock of their own: each is queued whole on the connection's one
         thread, which runs them one at a time, in order.
         """
-        db = self._db or await self._connection(action)
+        db = self._db
+        if db is None:
+            db = await self._connection(action)
         try:
-            return await _on_thread(db, work)
+            return await worker.on_thread(db, work)
         except Exception as exc:
-            if _stuck_in_transaction(db):  # the rollback failed: start over on a fresh connection
+            if worker.stuck_in_transaction(db):  # its rollback failed: start over with a new one
                 await self._drop(db)
             if isinstance(exc, sqlite3.Error):
                 raise self._unavailable(action, exc) from exc
@@ -294,26 +293,21 @@ class SqliteEventLog:
             raise StoreUnavailable(f"event log {self._path} is closed")
         if self._path != ":memory:":
             await self._check_file()
-        db = aiosqlite.connect(self._path, isolation_level=None)
-        _make_daemon(db)
-        await db
+        db, forget_exit = await worker.connect(self._path)
         try:
-            found = await _on_thread(db, self._set_up)
+            found = await worker.on_thread(db, self._set_up)
         except BaseException:
-            with anyio.CancelScope(shield=True), contextlib.suppress(sqlite3.Error):
-                await db.close()
+            await _close_quietly(db, forget_exit)
             raise
         if found != str(sql.STORE_VERSION):
-            with anyio.CancelScope(shield=True), contextlib.suppress(sqlite3.Error):
-                await db.close()
+            await _close_quietly(db, forget_exit)
             newer = found.isdigit() and int(found) > sql.STORE_VERSION
             raise StoreUnavailable(
                 f"event log {self._path} has store schema version {found}, this code reads"
                 f" version {sql.STORE_VERSION}" + ("; upgrade the library" if newer else "")
             )
         self._sids.clear()  # a fresh ":memory:" database numbers its sessions anew
-        self._db = db
-        self._watch_exit(db)
+        self._db, self._forget_exit = db, forget_exit
         return db
 
     def _set_up(self, conn: sqlite3.Connection) -> str:
@@ -339,100 +333,28 @@ class SqliteEventLog:
             raise StoreUnavailable(f"event log {self._path} does not exist (create=False)")
 
     async def _drop(self, db: aiosqlite.Connection) -> None:
+        """Close ``db`` after a failure that left it unusable; the next call opens another."""
+        forget_exit = None
         if self._db is db:
-            self._db = None
-            self._forget_exit_hook()
-        with anyio.CancelScope(shield=True), contextlib.suppress(sqlite3.Error):
-            await db.close()
-
-    def _watch_exit(self, db: aiosqlite.Connection) -> None:
-        """Close ``db`` at interpreter exit if this log is still open then (see _close_at_exit)."""
-        hook = functools.partial(_close_at_exit, weakref.ref(db))
-        atexit.register(hook)
-        self._exit_hook = hook
+            self._db, forget_exit, self._forget_exit = None, self._forget_exit, None
+        await _close_quietly(db, forget_exit)
 
     def _forget_exit_hook(self) -> None:
-        if self._exit_hook is not None:
-            atexit.unregister(self._exit_hook)
-            self._exit_hook = None
+        if self._forget_exit is not None:
+            self._forget_exit()
+            self._forget_exit = None
 
     def _unavailable(self, action: Action, exc: sqlite3.Error) -> StoreUnavailable:
         what = action if isinstance(action, str) else action()
         return StoreUnavailable(f"event log {self._path}: cannot {what}: {exc}")
 
 
-def _make_daemon(db: aiosqlite.Connection) -> None:
-    """Make the (not yet started) worker thread of ``db`` a daemon.
-
-    aiosqlite's worker thread is not a daemon, and it ends only when its connection is closed:
-    a program that forgets to close its log would never exit, the interpreter waiting for the
-    thread. As a daemon it cannot hold the process; ``_close_at_exit`` still closes the
-    connection at exit, so nothing is cut off half way.
-    """
-    _thread_of(db).daemon = True
-
-
-def _close_at_exit(ref: weakref.ref[aiosqlite.Connection]) -> None:
-    """At interpreter exit: close a connection its log left open, waiting a little for it.
-
-    The transaction in flight (if any) ends, the connection closes (checkpointing the WAL),
-    and the thread stops. A connection that takes longer than ``_EXIT_GRACE`` is left to the
-    daemon thread's fate: SQLite rolls an unfinished transaction back on the next open.
-    """
-    db = ref()
-    stop = getattr(db, "stop", None)  # aiosqlite >= 0.22
-    if db is None or stop is None:
-        return
-    thread = _thread_of(db)
-    if thread.is_alive():
-        stop()
-        thread.join(_EXIT_GRACE)
-
-
-def _thread_of(db: aiosqlite.Connection) -> threading.Thread:
-    """The worker thread of ``db`` (before aiosqlite 0.22 the connection was itself the thread)."""
-    thread: threading.Thread | None = getattr(db, "_thread", None)
-    return thread if thread is not None else cast(threading.Thread, db)
-
-
-def _stuck_in_transaction(db: aiosqlite.Connection) -> bool:
-    """Whether ``db`` is still in a transaction (its rollback failed); a closed one is not."""
-    try:
-        return db.in_transaction
-    except ValueError:  # aiosqlite: no active connection
-        return False
-
-
-async def _on_thread(db: aiosqlite.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
-    """Run ``work`` with the raw connection on aiosqlite's thread, in one queued call.
-
-    aiosqlite has no public way to run several statements in one trip to its thread, and each
-    trip is a thread handoff that costs more than the SQL (three trips for a batch with a
-    checkpoint: about three times the cost). This is the one place that uses aiosqlite
-    internals: ``Connection._execute`` and ``Connection._conn``, as aiosqlite's own ``Cursor``
-    does. Cancelling the caller does not stop ``work``: the transaction still ends, whole.
-    """
-    result: T = await db._execute(lambda: work(db._conn))  # type: ignore[no-untyped-call]
-    return result
-
-
-def _transaction(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
-    """``work(conn)`` in ``BEGIN IMMEDIATE ... COMMIT``, rolled back if it raises."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        result = work(conn)
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-        raise
-    return result
-
-
-def _in_transaction(work: Callable[[sqlite3.Connection], T]) -> Callable[[sqlite3.Connection], T]:
-    """``work`` made to run as one transaction (see :func:`_transaction`)."""
-    return functools.partial(_transaction, work=work)
+async def _close_quietly(db: aiosqlite.Connection, forget_exit: Callable[[], None] | None) -> None:
+    """Close a connection that failed, whatever else goes wrong (shielded: it is bounded)."""
+    with anyio.CancelScope(shield=True), contextlib.suppress(sqlite3.Error):
+        await db.close()
+    if forget_exit is not None:
+        forget_exit()
 
 
 def _append(
@@ -449,7 +371,7 @@ def _append(
         rows.append(sql.event_row(sids.get(event.key, event.key), event))
         if event.kind == EventKind.CHECKPOINT:
             checkpoints[len(rows) - 1] = sql.checkpoint_params(event)
-    return _transaction(conn, functools.partial(_insert, rows=rows, checkpoints=checkpoints))
+    return worker.transaction(conn, functools.partial(_insert, rows=rows, checkpoints=checkpoints))
 
 
 def _insert(

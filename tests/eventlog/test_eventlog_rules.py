@@ -101,6 +101,11 @@ class TestSummaryOf:
         )
         assert SessionSummary(KEY, 3, 0.5, "deferred", as_utc(wake), NOW, 0) == summary_of(event)
 
+    def test_seq_given_apart(self) -> None:
+        """A store that keeps events without their seq passes it along."""
+        event = Event.create(KEY, Checkpoint(3, 10, 5, 0.5, "go"), at=NOW)
+        assert 42 == summary_of(event, 42).checkpoint_seq
+
     def test_refuses_other_payloads(self) -> None:
         """Only a checkpoint makes a summary."""
         with pytest.raises(TypeError, match="not a checkpoint"):
