@@ -59,6 +59,7 @@ async def main(db: Path, session: str, turns: int, slow: float) -> int:
         def build(extra: list[Any], session_id: str) -> Agent:
             return Agent(model, tools=[function_tool(work), *extra], session=ref)
 
+        print("started", flush=True)  # the parent times its kill from here
         try:
             result = await resume_autonomous(
                 build, ref, max_turns=0, lease_ttl=30, control_poll=0.05

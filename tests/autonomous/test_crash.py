@@ -70,18 +70,20 @@ async def test_sigkill_at_random_points_then_resume(tmp_path: Path) -> None:
     kills = 0
     while kills < KILLS:
         child = start(db, "--turns", "1000")
-        started = time.monotonic()
+        assert child.stdout is not None
+        await anyio.to_thread.run_sync(child.stdout.readline)  # imports done, log open
         if rng.random() < 0.5:  # an inject while the child runs: kill before or after it lands
             acked.append(await send_inject(_log_path(db), KEY, f"note {kills}"))  # type: ignore[arg-type]
-        await anyio.sleep(rng.uniform(0.05, 0.6))
+        await anyio.sleep(rng.uniform(0.0, 0.4))
         child.send_signal(signal.SIGKILL)
-        child.wait()
+        # Killed while running: it took the dead holder's lease at once (a refused resume
+        # would have exited with 3, SessionLocked).
+        assert -signal.SIGKILL == child.wait(), child.stderr.read() if child.stderr else ""
         kills += 1
-        assert time.monotonic() - started < 10, "the lease was not taken over at once"
         cps, delivered, _ = await observe(db)
         check_invariants(cps, delivered)
     progressed, _, _ = await observe(db)
-    assert len(progressed) >= 10, "the kills must land mid-run, not only during start-up"
+    assert len(progressed) >= 5, "the kills must land mid-run, not only during start-up"
     # Finally let it finish: every acknowledged inject is delivered exactly once.
     child = start(db, "--turns", "3")
     _, err = child.communicate(timeout=60)

@@ -24,7 +24,9 @@ from autonomous._local import (
     LocalModel,
     LocalModelUnavailable,
     LocalWeights,
+    _bounded,
     _call_params,
+    _forced_tools,
     _parse_tool_calls,
     _plain_messages,
     check_local_model,
@@ -176,13 +178,43 @@ class TestPromptAndParsing:
             '<tool_call>[{"name": "get_weather", "arguments": {"city": "Oslo"}}]</tool_call>'
             == (plain[2]["content"])
         )
-        assert "<tool_response>rain</tool_response>" == plain[3]["content"]
+        assert "<tool_response>\nrain\n</tool_response>" == plain[3]["content"]
         assert messages[0]["content"] == "Be brief."  # the input is not mutated
+
+    def test_forced_tools_follow_tool_choice(self) -> None:
+        """ "required" forces any tool, a named choice that one, "auto" and "none" none."""
+        done = {"type": "function", "function": {"name": "report_done", "parameters": {}}}
+        named = {"type": "function", "function": {"name": "report_done"}}
+        assert [[WEATHER, done], [done], [], []] == [
+            _forced_tools([WEATHER, done], choice) for choice in ("required", named, "auto", None)
+        ]
+        with pytest.raises(ValueError, match="nope"):
+            _forced_tools([WEATHER], {"type": "function", "function": {"name": "nope"}})
+
+    def test_free_strings_get_a_length_bound(self) -> None:
+        """Strings without enum, const, pattern or maxLength are bounded, however deep."""
+        schema = {
+            "type": "object",
+            "properties": {
+                "free": {"type": "string"},
+                "closed": {"type": "string", "enum": ["done"]},
+                "list": {"type": "array", "items": {"type": "string", "maxLength": 5}},
+            },
+        }
+        bounded = _bounded(schema)
+        assert "maxLength" in bounded["properties"]["free"]
+        assert "maxLength" not in bounded["properties"]["closed"]
+        assert 5 == bounded["properties"]["list"]["items"]["maxLength"]
+        assert "maxLength" not in schema["properties"]["free"]  # a copy
 
     def test_call_params_keep_sampling_and_drop_the_rest(self) -> None:
         """OpenAI sampling keywords pass; litellm's own (max_retries ...) do not."""
-        params = _call_params({"temperature": 0.1, "max_retries": 0, "max_completion_tokens": 9})
-        assert {"temperature": 0.1, "max_tokens": 9} == params
+        params = _call_params(
+            {"temperature": 0.1, "max_retries": 0, "max_completion_tokens": 9, "stop": "END"}
+        )
+        assert {"temperature": 0.1, "repeat_penalty": 1.1, "max_tokens": 9, "stop": ["END"]} == (
+            params
+        )
 
 
 @needs_extra
@@ -231,6 +263,22 @@ class TestWithTheExtra:
         call = response.choices[0].message.tool_calls[0]
         assert "get_weather" == call.function.name
         assert isinstance(json.loads(call.function.arguments)["city"], str)
+
+    @pytest.mark.anyio
+    async def test_required_tool_choice_always_calls_a_tool(self, engine: LocalEngine) -> None:
+        """tool_choice="required" yields exactly one call of a declared tool, never text."""
+        import litellm
+
+        response = await litellm.acompletion(
+            model="local/smollm2",
+            messages=[{"role": "user", "content": "Tell me a joke."}],
+            tools=[WEATHER],
+            tool_choice="required",
+            max_tokens=64,
+        )
+        calls = response.choices[0].message.tool_calls
+        assert ["get_weather"] == [c.function.name for c in calls]
+        assert "city" in json.loads(calls[0].function.arguments)
 
     @pytest.mark.anyio
     async def test_cancelling_stops_the_generation(self, engine: LocalEngine) -> None:
