@@ -51,6 +51,10 @@ class LiteLLMModel:
     def __init__(self, model: str, **completion_kwargs: Any) -> None:
         if not model.strip():
             raise ValueError("LiteLLMModel needs a model name, e.g. 'openai/gpt-4o-mini'")
+        if model.startswith("local/"):  # fail now, naming the extra, not at the first call
+            from ._local import check_local_model
+
+            check_local_model(model)
         self._model = model
         self._kwargs = dict(completion_kwargs)
 
@@ -73,6 +77,10 @@ class LiteLLMModel:
     ) -> ModelResponse:
         """One model call through litellm; raises :class:`ModelError` when it fails."""
         litellm = await _import_litellm()
+        if self._model.startswith("local/"):
+            from ._local import register_local_models
+
+            register_local_models()  # idempotent
         kwargs = self._call_kwargs(tools)
         try:
             response = await litellm.acompletion(

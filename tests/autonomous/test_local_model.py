@@ -18,6 +18,7 @@ import anyio
 import pytest
 
 from autonomous import Agent, RunResult, StopReason, run_autonomous
+from autonomous._litellm import LiteLLMModel
 from autonomous._local import (
     EXTRA_INSTALL,
     LocalEngine,
@@ -193,7 +194,7 @@ class TestPromptAndParsing:
 
     def test_free_strings_get_a_length_bound(self) -> None:
         """Strings without enum, const, pattern or maxLength are bounded, however deep."""
-        schema = {
+        schema: dict[str, Any] = {
             "type": "object",
             "properties": {
                 "free": {"type": "string"},
@@ -217,13 +218,14 @@ class TestPromptAndParsing:
         )
 
 
+@pytest.fixture(scope="module")
+def engine() -> LocalEngine:
+    """The registered engine (litellm's provider map keeps it for the process)."""
+    return register_local_models()
+
+
 @needs_extra
 class TestWithTheExtra:
-    @pytest.fixture(scope="class")
-    def engine(self) -> LocalEngine:
-        """The registered engine (litellm's provider map keeps it for the process)."""
-        return register_local_models()
-
     def test_register_is_idempotent(self, engine: LocalEngine) -> None:
         """Registering again returns the same engine, so loaded models are kept."""
         import litellm
@@ -312,6 +314,15 @@ class TestWithTheExtra:
         assert 1 == result.turns
         assert result.input_tokens > 0
         assert result.output_tokens > 0
+
+    @pytest.mark.anyio
+    async def test_streaming_gives_the_same_answer_shape(self, engine: LocalEngine) -> None:
+        """stream=True delivers the text and the usage, in one piece at the end."""
+        model = LiteLLMModel("local/smollm2", stream=True, max_tokens=8, temperature=0.0)
+        response = await model.complete([{"role": "user", "content": "Say hi."}], [])
+        assert response.text
+        assert response.usage.input_tokens > 0
+        assert 0 < response.usage.output_tokens <= 8
 
     @pytest.mark.anyio
     async def test_local_model_registers_itself(self) -> None:
