@@ -20,12 +20,16 @@ Map:
     _durable.py       the session lease, the log watcher, the resume wait
     _restore.py       rebuilding a run from its session's log
     _loop.py          the turn loop (functions over a Run)
-    _supervisor.py    supervisors: rules, an LLM judge, the snapshot they see
+    _supervisor.py    supervisors: decisions, rules, the snapshot they see; _judge.py the LLM judge
     _telemetry.py     OpenTelemetry spans and counters (optional)
     _steering.py      steering and skill files, scoped to the agent's directory
     _spec.py, _cli*.py  agent spec files and the `autonomous` command
+    _local.py         local/<name> models: litellm provider registration, LocalModel
+    _local_engine.py  the llama.cpp engine behind them: weights, tool prompts, tool-call parsing
     _errors.py        the error tree (AutonomousError at the root)
     testing.py        ScriptedModel and helpers for users' own tests
+    _scripted_server.py  the scripted OpenAI-compatible HTTP server (testing.ScriptedServer)
+    _scripted_steps.py   the steps it plays (reply, call, error, hang ...) and their JSON/SSE bodies
 """
 
 from ._agent import Agent
