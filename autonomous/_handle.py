@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from eventlog import Originator
 from permissions import Caller
 
+from ._callers import to_originator
 from ._errors import ConfigurationError
 from ._progress import ProgressEvent
 from ._result import AutonomousStatus, RunResult
@@ -41,10 +41,7 @@ class AutonomousHandle:
         """:meth:`inject` with the message's originator, passed to the permission gate."""
         if not isinstance(caller, Caller):
             raise ConfigurationError(f"inject_as needs a permissions.Caller, got {caller!r}")
-        origin = Originator(
-            identity=caller.identity, labels=dict(caller.labels), admin=caller.admin
-        )
-        await self._run.inject(message, origin)
+        await self._run.inject(message, to_originator(caller))
 
     async def pause(self) -> None:
         """Park the loop at the next turn boundary; returns once it has parked (or ended)."""

@@ -15,6 +15,7 @@ from permissions import Caller
 from scheduler import Defer, ScheduleEvent
 
 from ._agent import Agent
+from ._callers import to_caller
 from ._decide import Continue, Finish, Retry, Step, Wait, after_turn, clamp_wake, turn_budget
 from ._errors import TurnError, TurnTimeout
 from ._inbox import InboxMessage, inbox_block
@@ -265,8 +266,8 @@ async def _wait(run: Run, step: Wait) -> RunResult | None:
 
 
 def _turn_caller(batch: tuple[InboxMessage, ...]) -> Caller | None:
+    """The turn's originator: the newest inbox message that names its caller."""
     for message in reversed(batch):
         if message.caller is not None:
-            c = message.caller
-            return Caller(identity=c.identity, labels=dict(c.labels), admin=c.admin)
+            return to_caller(message.caller)
     return None

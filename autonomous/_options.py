@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -166,8 +166,3 @@ def make_options(kwargs: dict[str, Any]) -> RunOptions:
         return RunOptions(**kwargs)
     except TypeError as exc:  # attrs raises TypeError for wrong shapes
         raise ConfigurationError(str(exc)) from exc
-
-
-def option_names() -> Sequence[str]:
-    """The names of every run option."""
-    return [a.name for a in attrs.fields(RunOptions)]

@@ -7,19 +7,14 @@ resumed (an inject is delivered, a stop or pause is honoured at start).
 
 from __future__ import annotations
 
-from eventlog import Control, Event, EventLog, InboxQueued, Originator, SessionKey, new_event_id
+from eventlog import Control, Event, EventLog, InboxQueued, SessionKey, new_event_id
 from permissions import Caller
 
+from ._callers import to_originator
 from ._errors import ConfigurationError
 
 #: The control actions another process may send.
 ACTIONS = ("pause", "resume", "stop", "wake")
-
-
-def _origin(caller: Caller | None) -> Originator | None:
-    if caller is None:
-        return None
-    return Originator(identity=caller.identity, labels=dict(caller.labels), admin=caller.admin)
 
 
 def _author(via: str, caller: Caller | None) -> str:
@@ -35,7 +30,7 @@ async def send_inject(
         raise ConfigurationError("inject needs a non-blank message")
     message_id = new_event_id()
     event = Event.create(
-        key, InboxQueued(message_id, text, _origin(caller)), author=_author(via, caller)
+        key, InboxQueued(message_id, text, to_originator(caller)), author=_author(via, caller)
     )
     await log.append([event])
     return message_id
@@ -53,5 +48,7 @@ async def send_control(
     """Append a control request (``pause``, ``resume``, ``stop`` or ``wake``) for ``key``."""
     if action not in ACTIONS:
         raise ConfigurationError(f"unknown control action {action!r}; one of {', '.join(ACTIONS)}")
-    event = Event.create(key, Control(action, _origin(caller), detail), author=_author(via, caller))
+    event = Event.create(
+        key, Control(action, to_originator(caller), detail), author=_author(via, caller)
+    )
     await log.append([event])

@@ -13,6 +13,7 @@ from eventlog import PermissionDecision
 from permissions import Caller, Gate
 from usage import Pricing, Tracker
 
+from ._callers import to_originator
 from ._control import ControlTools
 from ._conversation import Conversation
 from ._decide import Totals, call_budget
@@ -175,7 +176,7 @@ class TurnRunner:
                     allowed=decision.allowed,
                     reason=decision.reason,
                     turn=turn,
-                    caller=_originator(caller),
+                    caller=to_originator(caller),
                     mode=str(decision.mode),
                 )
             )
@@ -192,11 +193,3 @@ class TurnRunner:
                 raise ToolTimeoutError(f"tool {tool.name} timed out after {timeout:g} s")
             return f"error: tool {tool.name} timed out after {timeout:g} s", "timeout"
         return format_result(value, self.opts.max_tool_result_chars), "ok"
-
-
-def _originator(caller: Caller | None) -> Any:
-    from eventlog import Originator
-
-    if caller is None:
-        return None
-    return Originator(identity=caller.identity, labels=dict(caller.labels), admin=caller.admin)
