@@ -74,6 +74,9 @@ def load_scoped(
     ``steering_file_skipped`` (with ``kind``, the path and the reason) on the
     ``autonomous.steering`` logger. Nothing raises: a bad entry is never fatal at run time.
     """
+    paths = tuple(paths)
+    if not paths:  # the common case: nothing to resolve (resolving costs syscalls per run)
+        return LoadedFiles()
     base = Path(base_dir).resolve()
     files: list[LoadedFile] = []
     problems: list[Problem] = []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +28,16 @@ from ._telemetry import Telemetry
 from ._tools import Tool, ToolArgumentError, format_error, format_result, parse_arguments
 
 _log = structlog.get_logger("autonomous")
+
+
+@attrs.define
+class _Progress:
+    """How far a turn got: model calls made, the last answer, tool calls still to run."""
+
+    calls: int = 0
+    text: str = ""
+    pending: deque[ToolCall] = attrs.field(factory=deque)
+    dispatched: int = 0
 
 
 class BudgetReached(Exception):
@@ -62,34 +74,65 @@ class TurnRunner:
     elapsed: Callable[[], float]
     log: Any = attrs.field(factory=lambda: _log)
     telemetry: Telemetry = attrs.field(factory=Telemetry.disabled)
+    _scope: anyio.CancelScope | None = attrs.field(default=None, init=False)
+    _timeout: float = attrs.field(default=0.0, init=False)
 
     async def run(self, turn: int, caller: Caller | None) -> str:
         """Run a turn whose prompt is already in the conversation; returns the answer text.
 
         Raises :class:`BudgetReached` when a cap stops it between model calls, and a
         :class:`TurnError` when it fails.
+
+        Tool timeouts use one cancel scope per turn whose deadline is set while a tool runs
+        (a scope per tool call costs more than a short call); a timeout ends the scope, the
+        call is answered with the timeout, and the turn goes on in a fresh scope.
         """
-        texts: list[str] = []
-        for calls in range(self.opts.max_model_calls_per_turn + 1):
+        progress = _Progress()
+        while True:
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                return await self._segment(turn, caller, progress)
+            await self._timed_out(progress, turn)  # only a tool's deadline ends the scope
+
+    async def _segment(self, turn: int, caller: Caller | None, progress: _Progress) -> str:
+        while True:
+            while progress.pending:
+                if progress.dispatched:  # a stop requested during the previous tool lands here
+                    await anyio.lowlevel.checkpoint_if_cancelled()
+                await self._dispatch(progress.pending[0], turn, caller)
+                progress.pending.popleft()
+                progress.dispatched += 1
             reason = call_budget(self.opts, self.tally.totals, self.elapsed())
             if reason is not None:
                 raise BudgetReached(reason)
-            if calls == self.opts.max_model_calls_per_turn:
+            if progress.calls == self.opts.max_model_calls_per_turn:
                 raise ModelCallLimit(
-                    f"the model asked for tools in {calls} calls in one turn "
-                    f"(max_model_calls_per_turn={calls})"
+                    f"the model asked for tools in {progress.calls} calls in one turn "
+                    f"(max_model_calls_per_turn={progress.calls})"
                 )
             response = await self._call_model(turn)
+            progress.calls += 1
             if response.text:
-                texts.append(response.text)
+                progress.text = response.text
                 self.tally.final_text = response.text
             if not response.tool_calls:
-                return texts[-1] if texts else ""
-            for i, call in enumerate(response.tool_calls):
-                if i:  # a stop requested while the previous tool ran lands before the next
-                    await anyio.lowlevel.checkpoint_if_cancelled()
-                await self._dispatch(call, turn, caller)
-        raise AssertionError("unreachable")  # pragma: no cover
+                return progress.text
+            progress.pending = deque(response.tool_calls)
+            progress.dispatched = 0
+
+    async def _timed_out(self, progress: _Progress, turn: int) -> None:
+        call = progress.pending.popleft()
+        progress.dispatched += 1
+        tool, timeout = self.tools[call.name], self._timeout
+        self.log.info("tool_call", turn=turn, tool=call.name, outcome="timeout")
+        if self.telemetry.enabled:
+            self.telemetry.count_tool(call.name, "timeout")
+        if self.hub.active:
+            await self.hub.emit(turn, ToolCalled(turn, call.name, "timeout"))
+        if tool.fatal_timeout:
+            raise ToolTimeoutError(f"tool {tool.name} timed out after {timeout:g} s")
+        content = f"error: tool {tool.name} timed out after {timeout:g} s"
+        self.conv.add_tool_result(call.id, call.name, content, "timeout", turn)
 
     async def _call_model(self, turn: int) -> ModelResponse:
         tel = self.telemetry
@@ -142,13 +185,7 @@ class TurnRunner:
                 content = self.control.call(call.name, call.arguments, turn)
                 outcome = "ok" if content.startswith("acknowledged") else "rejected"
             else:
-                try:
-                    content, outcome = await self._invoke(call, turn, caller)
-                except ToolTimeoutError:
-                    self.log.info("tool_call", turn=turn, tool=call.name, outcome="timeout")
-                    if self.hub.active:
-                        await self.hub.emit(turn, ToolCalled(turn, call.name, "timeout"))
-                    raise
+                content, outcome = await self._invoke(call, turn, caller)
             if tel.enabled:
                 tel.set_tool_outcome(span, outcome)
                 tel.count_tool(call.name, outcome)
@@ -183,13 +220,16 @@ class TurnRunner:
             if not decision.allowed:
                 return f"denied: {decision.reason.removeprefix('denied: ')}", "denied"
         timeout = tool.timeout if tool.timeout is not None else self.opts.tool_timeout
+        scope = self._scope
+        assert scope is not None
+        if timeout > 0:
+            self._timeout = timeout
+            scope.deadline = anyio.current_time() + timeout
         try:
-            with anyio.move_on_after(timeout if timeout > 0 else None) as scope:
-                value = await tool.invoke(args)
+            value = await tool.invoke(args)
         except Exception as exc:
             return format_error(exc, min(2000, self.opts.max_tool_result_chars)), "error"
-        if scope.cancelled_caught:
-            if tool.fatal_timeout:
-                raise ToolTimeoutError(f"tool {tool.name} timed out after {timeout:g} s")
-            return f"error: tool {tool.name} timed out after {timeout:g} s", "timeout"
+        finally:
+            if timeout > 0:
+                scope.deadline = math.inf
         return format_result(value, self.opts.max_tool_result_chars), "ok"
