@@ -18,6 +18,7 @@ from eventlog import (
     SessionKey,
     utcnow,
 )
+from scheduler import ScheduleEvent, SleepScheduler
 
 from ._controls import latest_control_seq
 from ._options import RunOptions
@@ -105,23 +106,12 @@ class SessionKeeper:
 
 
 async def wait_for_wake(run: Run, wake_at: datetime) -> None:
-    """Sleep until ``wake_at`` on the run's clock; an inject or a wake request ends it early."""
-    wake = run.wake_signal
-    wake.consume()
-    if wake.undelivered():
-        return
-    async with anyio.create_task_group() as tg:
+    """Sleep until ``wake_at`` on the run's clock; an inject or a wake request ends it early.
 
-        async def _sleep() -> None:
-            await run.opts.clock.sleep_until(wake_at)
-            tg.cancel_scope.cancel()
-
-        async def _woken() -> None:
-            await wake.wait()
-            tg.cancel_scope.cancel()
-
-        tg.start_soon(_sleep)
-        tg.start_soon(_woken)
+    The same wait as :class:`scheduler.SleepScheduler`'s, so a resumed deferred session and a
+    sleeping one wake by the same rules.
+    """
+    await SleepScheduler(clock=run.opts.clock).wait(ScheduleEvent(wake_at), run.wake_signal)
 
 
 def apply_restored(run: Run, restored: Restored) -> None:
