@@ -246,23 +246,45 @@ class TestErrors:
         assert scripted_server.request_count == 2
 
 
+async def cancel_when_received(
+    server: ScriptedServer, model: LiteLLMModel, *, requests: int = 1
+) -> bool:
+    """Start a call, cancel it once the server holds it; whether the call was cancelled.
+
+    Waiting for the request (not for a fixed time) keeps a slow first litellm call, which
+    imports much of litellm before sending anything (seconds on a busy machine), from being
+    cancelled before it reaches the server.
+    """
+    cancelled = False
+
+    async def call(scope: anyio.CancelScope) -> None:
+        nonlocal cancelled
+        with scope:
+            await model.complete(USER, [])
+        cancelled = scope.cancelled_caught
+
+    scope = anyio.CancelScope()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(call, scope)
+        await wait_until(lambda: server.request_count == requests, within=60)
+        scope.cancel()
+    return cancelled
+
+
 class TestCancellation:
     async def test_cancel_scope_aborts_a_hung_call(self, scripted_server: ScriptedServer) -> None:
         """A cancel scope ends a call the server never answers, and the connection is dropped."""
         scripted_server.push(hang())
-        started = time.monotonic()
-        with anyio.move_on_after(0.3) as scope:
-            await litellm_model(scripted_server).complete(USER, [])
-        assert scope.cancelled_caught
-        assert time.monotonic() - started < 2.0
+        assert await cancel_when_received(scripted_server, litellm_model(scripted_server))
+        cancelled_at = time.monotonic()
         await wait_until(lambda: scripted_server.disconnects == 1)
+        assert time.monotonic() - cancelled_at < 2.0
 
     async def test_cancel_scope_aborts_a_hung_stream(self, scripted_server: ScriptedServer) -> None:
         """A streaming call is cancelled just as promptly."""
         scripted_server.push(hang())
-        with anyio.move_on_after(0.3) as scope:
-            await litellm_model(scripted_server, stream=True).complete(USER, [])
-        assert scope.cancelled_caught
+        model = litellm_model(scripted_server, stream=True)
+        assert await cancel_when_received(scripted_server, model)
         await wait_until(lambda: scripted_server.disconnects == 1)
 
     async def test_model_works_after_a_cancelled_call(
@@ -271,8 +293,7 @@ class TestCancellation:
         """A cancelled call leaves no broken connection behind for the next one."""
         scripted_server.push(hang(), reply("back"))
         model = litellm_model(scripted_server)
-        with anyio.move_on_after(0.3):
-            await model.complete(USER, [])
+        assert await cancel_when_received(scripted_server, model)
         assert (await model.complete(USER, [])).text == "back"
 
     async def test_delayed_answer_arrives(self, scripted_server: ScriptedServer) -> None:
