@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections import deque
 from collections.abc import Callable
@@ -76,6 +77,8 @@ class TurnRunner:
     telemetry: Telemetry = attrs.field(factory=Telemetry.disabled)
     _scope: anyio.CancelScope | None = attrs.field(default=None, init=False)
     _timeout: float = attrs.field(default=0.0, init=False)
+    _deadline: float = attrs.field(default=math.inf, init=False)  # the running tool's, loop time
+    _timer: asyncio.TimerHandle | None = attrs.field(default=None, init=False)
 
     async def run(self, turn: int, caller: Caller | None) -> str:
         """Run a turn whose prompt is already in the conversation; returns the answer text.
@@ -83,16 +86,50 @@ class TurnRunner:
         Raises :class:`BudgetReached` when a cap stops it between model calls, and a
         :class:`TurnError` when it fails.
 
-        Tool timeouts use one cancel scope per turn whose deadline is set while a tool runs
-        (a scope per tool call costs more than a short call); a timeout ends the scope, the
-        call is answered with the timeout, and the turn goes on in a fresh scope.
+        Tool timeouts use one cancel scope per turn and one lazy timer (see :meth:`_arm`); a
+        timeout cancels the scope, the call is answered with the timeout, and the turn goes on
+        in a fresh scope.
         """
         progress = _Progress()
-        while True:
-            with anyio.CancelScope() as scope:
-                self._scope = scope
-                return await self._segment(turn, caller, progress)
-            await self._timed_out(progress, turn)  # only a tool's deadline ends the scope
+        try:
+            while True:
+                with anyio.CancelScope() as scope:
+                    self._scope = scope
+                    return await self._segment(turn, caller, progress)
+                await self._timed_out(progress, turn)  # only a tool's deadline ends the scope
+        finally:
+            self._deadline = math.inf
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+
+    def _arm(self, timeout: float) -> None:
+        """Give the tool about to run ``timeout`` seconds.
+
+        Setting a cancel scope's deadline schedules and cancels a loop timer every time, which
+        costs more than a short tool call. Here a tool only records its deadline; one timer per
+        turn stays armed at (or before) it, and when it fires it cancels the turn's scope if the
+        running tool is past its deadline, re-arms for the running tool's deadline if not, and
+        lapses when no tool is running (the next tool arms it again).
+        """
+        loop = asyncio.get_running_loop()
+        self._deadline = deadline = loop.time() + timeout
+        timer = self._timer
+        if timer is None or timer.when() > deadline:
+            if timer is not None:
+                timer.cancel()
+            self._timer = loop.call_at(deadline, self._on_timer, loop)
+
+    def _on_timer(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._timer = None
+        deadline = self._deadline
+        if deadline == math.inf:
+            return
+        if loop.time() < deadline:
+            self._timer = loop.call_at(deadline, self._on_timer, loop)
+        elif self._scope is not None:
+            self._deadline = math.inf
+            self._scope.cancel()
 
     async def _segment(self, turn: int, caller: Caller | None, progress: _Progress) -> str:
         while True:
@@ -220,16 +257,13 @@ class TurnRunner:
             if not decision.allowed:
                 return f"denied: {decision.reason.removeprefix('denied: ')}", "denied"
         timeout = tool.timeout if tool.timeout is not None else self.opts.tool_timeout
-        scope = self._scope
-        assert scope is not None
         if timeout > 0:
             self._timeout = timeout
-            scope.deadline = anyio.current_time() + timeout
+            self._arm(timeout)
         try:
             value = await tool.invoke(args)
         except Exception as exc:
             return format_error(exc, min(2000, self.opts.max_tool_result_chars)), "error"
         finally:
-            if timeout > 0:
-                scope.deadline = math.inf
+            self._deadline = math.inf
         return format_result(value, self.opts.max_tool_result_chars), "ok"

@@ -441,6 +441,55 @@ class TestToolTimeouts:
         assert "the goal" == last_user(seen[1])
         assert [] == tool_contents(seen[1])
 
+    async def test_a_finished_tools_timeout_never_reaches_the_next_model_call(self) -> None:
+        """The timer a quick tool armed lapses: a model call slower than that timeout runs on."""
+
+        async def slow_answer(messages: object, tools: object) -> object:
+            await anyio.sleep(0.15)
+            return done()
+
+        quick = function_tool(nap, timeout=0.06)  # naps 0.05 s, inside its 0.06 s
+        model = ScriptedModel([call("nap"), slow_answer, reply("ok")])
+        result = await run_autonomous(builder(model, tools=[quick]), "go")
+        assert "rested" == tool_contents(model.last_messages)[0]
+        assert StopReason.COMPLETED == result.reason
+
+    async def test_a_shorter_timeout_after_a_longer_one_still_fires_on_time(self) -> None:
+        """A tool with a long timeout, then a hung one with a short timeout: the short one wins."""
+        model = ScriptedModel([calls([("nap", {}), ("hang", {})]), done(), reply("ok")])
+        tools = [function_tool(nap, timeout=60), function_tool(hang, timeout=0.05)]
+        with anyio.fail_after(5):
+            result = await run_autonomous(builder(model, tools=tools), "go")
+        assert ["rested", "error: tool hang timed out after 0.05 s"] == tool_contents(
+            model.last_messages
+        )[:2]
+        assert StopReason.COMPLETED == result.reason
+
+    async def test_a_longer_timeout_after_a_shorter_one_is_not_cut_short(self) -> None:
+        """A tool that runs past the previous tool's deadline, inside its own, finishes."""
+
+        async def quick() -> str:
+            """Return at once."""
+            return "quick"
+
+        tools = [function_tool(quick, timeout=0.02), function_tool(nap, timeout=60)]
+        model = ScriptedModel([calls([("quick", {}), ("nap", {})]), done(), reply("ok")])
+        result = await run_autonomous(builder(model, tools=tools), "go")
+        assert ["quick", "rested"] == tool_contents(model.last_messages)[:2]
+        assert StopReason.COMPLETED == result.reason
+
+    async def test_each_timed_out_tool_of_a_turn_gets_its_own_deadline(self) -> None:
+        """Two hung tools in one turn both time out, each after its own timeout."""
+        model = ScriptedModel([calls([("hang", {}), ("hang", {})]), done(), reply("ok")])
+        with anyio.fail_after(5):
+            result = await run_autonomous(
+                builder(model, tools=[function_tool(hang)]), "go", tool_timeout=0.03
+            )
+        assert ["error: tool hang timed out after 0.03 s"] * 2 == tool_contents(
+            model.last_messages
+        )[:2]
+        assert StopReason.COMPLETED == result.reason
+
 
 class TestToolResultTruncation:
     async def test_a_long_result_is_cut_with_a_visible_marker(self) -> None:
