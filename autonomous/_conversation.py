@@ -86,8 +86,12 @@ class Conversation:
         """Append every buffered event in one batch; their seqs."""
         if not self._pending:
             return []
+        return await self.log.append(self.take_pending())
+
+    def take_pending(self) -> list[Event]:
+        """The buffered events, handed over for appending (the buffer starts empty again)."""
         batch, self._pending = self._pending, []
-        return await self.log.append(batch)
+        return batch
 
     def discard_pending(self) -> None:
         """Drop buffered events (a run that lost its lease writes nothing more)."""

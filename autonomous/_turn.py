@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 from collections import deque
 from collections.abc import Callable
@@ -79,6 +80,13 @@ class TurnRunner:
     _timeout: float = attrs.field(default=0.0, init=False)
     _deadline: float = attrs.field(default=math.inf, init=False)  # the running tool's, loop time
     _timer: asyncio.TimerHandle | None = attrs.field(default=None, init=False)
+    _info: bool = attrs.field(default=True, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        # Per-call info logs are skipped outright when filtered out: building their keywords
+        # costs more than a scripted model call.
+        enabled = getattr(self.log, "is_enabled_for", None)
+        self._info = bool(enabled(logging.INFO)) if enabled is not None else True
 
     async def run(self, turn: int, caller: Caller | None) -> str:
         """Run a turn whose prompt is already in the conversation; returns the answer text.
@@ -190,17 +198,19 @@ class TurnRunner:
         model_name = response.model or self.model.name
         if self.tracker is not None:
             self.tracker.record(model_name, u, cost)
-        self.conv.add_answer(response, turn, cost)
-        await self.conv.flush()
-        self.log.info(
-            "model_call",
-            turn=turn,
-            model=model_name,
-            input_tokens=u.input_tokens,
-            output_tokens=u.output_tokens,
-            cost_usd=cost,
-            tool_calls=len(response.tool_calls),
-        )
+        conv = self.conv
+        conv.add_answer(response, turn, cost)
+        await conv.log.append(conv.take_pending())
+        if self._info:
+            self.log.info(
+                "model_call",
+                turn=turn,
+                model=model_name,
+                input_tokens=u.input_tokens,
+                output_tokens=u.output_tokens,
+                cost_usd=cost,
+                tool_calls=len(response.tool_calls),
+            )
         if self.hub.active:
             await self.hub.emit(
                 turn,
@@ -227,7 +237,8 @@ class TurnRunner:
                 tel.set_tool_outcome(span, outcome)
                 tel.count_tool(call.name, outcome)
         self.conv.add_tool_result(call.id, call.name, content, outcome, turn)
-        self.log.info("tool_call", turn=turn, tool=call.name, outcome=outcome)
+        if self._info:
+            self.log.info("tool_call", turn=turn, tool=call.name, outcome=outcome)
         if self.hub.active:
             await self.hub.emit(turn, ToolCalled(turn, call.name, outcome))
 
@@ -261,7 +272,7 @@ class TurnRunner:
             self._timeout = timeout
             self._arm(timeout)
         try:
-            value = await tool.invoke(args)
+            value = await tool.fn(**args)  # Tool.invoke, one coroutine less
         except Exception as exc:
             return format_error(exc, min(2000, self.opts.max_tool_result_chars)), "error"
         finally:

@@ -223,9 +223,6 @@ class _IdSource:
         self.prefix = secrets.token_hex(8)
         self.counter = itertools.count(1)
 
-    def next(self) -> str:
-        return f"{self.prefix}{next(self.counter):08x}"
-
 
 _ids = _IdSource()
 os.register_at_fork(after_in_child=_ids.reset)
@@ -233,7 +230,7 @@ os.register_at_fork(after_in_child=_ids.reset)
 
 def new_event_id() -> str:
     """A unique event id: 16 random hex digits per process, then a counter."""
-    return _ids.next()
+    return f"{_ids.prefix}{next(_ids.counter):08x}"
 
 
 def utcnow() -> datetime:
@@ -264,10 +261,12 @@ class Event:
         cls, key: SessionKey, payload: Payload, *, author: str = "", at: datetime | None = None
     ) -> Event:
         """A new, not yet appended event whose kind follows from ``payload``'s type."""
+        # Positional, no factories: this runs twice per model call.
         return cls(
-            key=key,
-            kind=KIND_OF[type(payload)],
-            payload=payload,
-            author=author,
-            at=at if at is not None else utcnow(),
+            key,
+            KIND_OF[type(payload)],
+            payload,
+            author,
+            at if at is not None else datetime.now(UTC),
+            new_event_id(),
         )
