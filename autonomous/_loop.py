@@ -210,10 +210,18 @@ async def _settle(
                 None if succeeded else type(error).__name__,
             ),
         )
-    if not isinstance(step, Finish):
-        wake = step.schedule.wake_at if isinstance(step, Wait) else None
-        await run._checkpoint(None, turn_failed=not succeeded, next_wake_at=wake)
+    if isinstance(step, Finish) or (succeeded and _exits_next(run, step)):
+        return step  # the exit's checkpoint, written next, closes this turn too
+    wake = step.schedule.wake_at if isinstance(step, Wait) else None
+    await run._checkpoint(None, turn_failed=not succeeded, next_wake_at=wake)
     return step
+
+
+def _exits_next(run: Run, step: Step) -> bool:
+    """Whether the loop will exit on a budget before the next turn (a commit saved)."""
+    if not isinstance(step, Continue):
+        return False
+    return turn_budget(run.opts, run.tally.totals, run.elapsed()) is not None
 
 
 def _retry_decision(run: Run, error: BaseException, attempt: int) -> RetryDecision:

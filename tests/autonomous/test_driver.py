@@ -289,6 +289,35 @@ class TestEventLog:
         assert [None, "completed"] == [c.stop_reason for c in cps]
         assert (2, "continue") == (cps[-1].turns, cps[0].next_prompt)
 
+    async def test_a_budget_exit_after_a_turn_writes_one_checkpoint_for_both(self) -> None:
+        """The turn that spends the last of a budget is closed by the exit's checkpoint alone
+        (one commit less), which holds that turn's totals."""
+        ref = memory_session()
+        model = ScriptedModel(default=reply("again"))
+        result = await run_autonomous(builder(model, session=ref), "go", max_turns=3)
+        assert StopReason.MAX_TURNS_EXCEEDED == result.reason
+        cps = await checkpoints(ref)
+        assert [(1, None), (2, None), (3, "max_turns_exceeded")] == [
+            (c.turns, c.stop_reason) for c in cps
+        ]
+        assert (3, "continue") == (cps[-1].model_calls, cps[-1].next_prompt)
+
+    async def test_a_failed_turn_before_a_budget_exit_keeps_its_own_checkpoint(self) -> None:
+        """A turn that failed (and was skipped) still writes its turn_failed checkpoint."""
+        ref = memory_session()
+        model = ScriptedModel([RuntimeError("flaky")], default=reply("x"))
+        result = await run_autonomous(
+            builder(model, session=ref),
+            "go",
+            max_turns=1,
+            retry_policy=lambda error, attempt: RetryDecision.SKIP_TURN,
+        )
+        assert StopReason.MAX_TURNS_EXCEEDED == result.reason
+        cps = await checkpoints(ref)
+        assert [(True, None), (False, "max_turns_exceeded")] == [
+            (c.turn_failed, c.stop_reason) for c in cps
+        ]
+
 
 class TestMisuse:
     async def test_blank_goal_is_refused_at_once(self) -> None:

@@ -260,8 +260,11 @@ class TestProgressStream:
                 assert [] == await drain(h.events())
 
     async def test_a_reader_that_never_reads_does_not_block_the_run(self) -> None:
-        """With an idle reader, a run of 402 events still finishes; the callback gets them all
-        and the idle reader, once it reads, the first 256 (its buffer), then the end."""
+        """With an idle reader, a run of 401 events still finishes; the callback gets them all
+        and the idle reader, once it reads, the first 256 (its buffer), then the end.
+
+        401: four per turn (started, model called, finished, checkpoint) but for the last
+        turn, whose checkpoint is the exit's, then the exit."""
         seen = Collector()
         model = ScriptedModel(default=reply("tick"), record=False)
         with anyio.fail_after(10):
@@ -269,7 +272,7 @@ class TestProgressStream:
                 idle = h.events()
                 result = await h.wait()
         assert (StopReason.MAX_TURNS_EXCEEDED, 100) == (result.reason, result.turns)
-        assert 402 == len(seen.events)
+        assert 401 == len(seen.events)
         assert seen.events[:256] == await drain(idle)
 
     async def test_a_reader_that_leaves_is_dropped(self) -> None:
