@@ -199,7 +199,7 @@ class MemoryEventLog:
             current.holder, current.expires_at, holder, now, this_host=self._host
         ):
             raise SessionLocked(str(key), str(current.holder))
-        lease = Lease(key=key, holder=holder, expires_at=expires_at)
+        lease = Lease(key=key, holder=holder, expires_at=expires_at, log_seq=self._seq)
         self._leases[key] = lease
         return lease
 
@@ -211,7 +211,7 @@ class MemoryEventLog:
         if current is None or current.holder != lease.holder:
             detail = "released" if current is None else f"now held by {current.holder}"
             raise LeaseLost(str(lease.key), detail)
-        renewed = Lease(key=lease.key, holder=lease.holder, expires_at=expires_at)
+        renewed = attrs.evolve(lease, expires_at=expires_at)
         self._leases[lease.key] = renewed
         return renewed
 

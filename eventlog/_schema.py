@@ -131,6 +131,7 @@ RENEW_LEASE = (
     f" WHERE {_SESSION} AND host = ? AND pid = ? AND token = ?"
 )
 RELEASE_LEASE = f"DELETE FROM leases WHERE {_SESSION} AND token = ?"
+MAX_SEQ = "SELECT coalesce(max(seq), 0) FROM events"  # the rowid's max: one b-tree descent
 
 
 def timestamp(moment: datetime) -> str:

@@ -14,6 +14,7 @@ from typing import Any, Self, TypeAlias, TypeVar
 
 import aiosqlite
 import anyio
+import attrs
 
 from . import _schema as sql
 from . import _worker as worker
@@ -127,14 +128,17 @@ class SqliteEventLog:
 
         A checkpoint in the batch also updates its session's summary, in the same transaction.
         An event that cannot be stored (a checkpoint kind without a checkpoint payload) fails
-        the whole batch. The events are encoded on the connection's thread, in the same trip
-        (measured cheaper than encoding them here first): do not change them while appending.
+        the whole batch, before anything is written. The events are encoded here, before the
+        trip to the connection's thread: inside a run that is cheaper than on the thread (the
+        events are fresh in this thread's caches) and the transaction holds the write lock
+        for the inserts alone.
         """
         if not events:
             return []
+        rows, checkpoints = _encode(events, self._sids)
         seqs, added = await self._write(
             lambda: f"append to session {events[0].key}",
-            functools.partial(_append, events=events, sids=self._sids),
+            worker.in_transaction(functools.partial(_insert, rows=rows, checkpoints=checkpoints)),
         )
         if added:  # committed: these sessions' ids are final
             self._sids.update(added)
@@ -159,7 +163,8 @@ class SqliteEventLog:
             stamps = (sql.timestamp(now), sql.timestamp(expires_at))
             params = (*sql.session_params(key), holder.host, holder.pid, holder.token, *stamps)
             conn.execute(sql.WRITE_LEASE, params)
-            return Lease(key=key, holder=holder, expires_at=expires_at)
+            (log_seq,) = conn.execute(sql.MAX_SEQ).fetchone()
+            return Lease(key=key, holder=holder, expires_at=expires_at, log_seq=log_seq)
 
         return await self._write(lambda: f"lease session {key}", worker.in_transaction(take))
 
@@ -177,7 +182,7 @@ class SqliteEventLog:
                 row = conn.execute(sql.SELECT_LEASE, sql.session_params(key)).fetchone()
                 detail = "released" if row is None else f"now held by {LeaseHolder(*row[:3])}"
                 raise LeaseLost(str(key), detail)
-            return Lease(key=key, holder=holder, expires_at=expires_at)
+            return attrs.evolve(lease, expires_at=expires_at)
 
         return await self._write(
             lambda: f"renew the lease of session {key}", worker.in_transaction(renew)
@@ -357,13 +362,13 @@ async def _close_quietly(db: aiosqlite.Connection, forget_exit: Callable[[], Non
         forget_exit()
 
 
-def _append(
-    conn: sqlite3.Connection, *, events: Sequence[Event], sids: dict[SessionKey, int]
-) -> tuple[list[int], dict[SessionKey, int]]:
-    """Encode a batch, then insert it in one transaction (on the connection's thread).
+def _encode(
+    events: Sequence[Event], sids: dict[SessionKey, int]
+) -> tuple[list[tuple[Any, ...]], dict[int, tuple[Any, ...]]]:
+    """A batch's INSERT rows, and the summary parameters of each checkpoint by row index.
 
-    ``sids`` is the log's cache of session ids, only read here. Encoding comes before
-    ``BEGIN IMMEDIATE``, so that the write lock is held for the inserts alone.
+    ``sids`` is the log's cache of session ids: a session not in it is named by its key, for
+    :func:`_insert` to resolve inside the transaction.
     """
     rows: list[tuple[Any, ...]] = []
     checkpoints: dict[int, tuple[Any, ...]] = {}
@@ -371,7 +376,7 @@ def _append(
         rows.append(sql.event_row(sids.get(event.key, event.key), event))
         if event.kind == EventKind.CHECKPOINT:
             checkpoints[len(rows) - 1] = sql.checkpoint_params(event)
-    return worker.transaction(conn, functools.partial(_insert, rows=rows, checkpoints=checkpoints))
+    return rows, checkpoints
 
 
 def _insert(

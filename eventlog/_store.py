@@ -36,11 +36,17 @@ class LeaseHolder:
 
 @attrs.frozen
 class Lease:
-    """A held session lease; ``expires_at`` moves forward on every renewal."""
+    """A held session lease; ``expires_at`` moves forward on every renewal.
+
+    ``log_seq`` is the newest seq in the whole log when the lease was taken (``None`` when the
+    store does not say): every event appended after that has a larger seq, so a run can watch
+    for what arrives while it holds the lease without a read of its own first.
+    """
 
     key: SessionKey
     holder: LeaseHolder
     expires_at: datetime
+    log_seq: int | None = None
 
 
 @attrs.frozen

@@ -281,6 +281,17 @@ class TestLeases:
             lease.expires_at,
         )
 
+    async def test_lease_tells_the_newest_seq_of_the_whole_log(self, store: EventLog) -> None:
+        """log_seq is the newest seq of any session when the lease was taken (0: empty log);
+        a renewal keeps it."""
+        assert 0 == (await store.acquire_lease(C, holder("me"), ttl=30)).log_seq
+        await store.append([user(A), answer(A)])
+        newest = (await store.append([user(B)]))[-1]
+        lease = await store.acquire_lease(A, holder("me"), ttl=30)
+        assert newest == lease.log_seq
+        await store.append([user(A)])
+        assert newest == (await store.renew_lease(lease, ttl=30)).log_seq
+
     async def test_held_session_is_locked_naming_holder(self, store: EventLog) -> None:
         """Asking for a held lease raises SessionLocked naming the session and the holder."""
         first = holder("first")
