@@ -4,8 +4,9 @@ Runs T model calls of a one-tool loop (T-1 calls of an async ``tick(n) -> n + 1`
 answer) on ScriptedModel, in-process, no HTTP, logging off. Prints microseconds per model call
 (median of several runs) at T=50 and T=500 with the in-memory log and with the SQLite log,
 next to two floors timed in the same process: a bare asyncio loop doing the same scripted calls,
-and that loop appending one row per step with aiosqlite. Also: commits and bytes written per
-model call with SQLite, and memory per run with 1,000 concurrent runs of 5 calls each.
+and that loop appending one row per step with aiosqlite. The four loops take turns, round after
+round, so that the machine's drift falls on all of them alike. Also: commits and bytes written
+per model call with SQLite, and memory per run with 1,000 concurrent runs of 5 calls each.
 
     python bench/overhead.py            # the full run (about a minute)
     python bench/overhead.py --quick    # fewer repetitions
@@ -105,16 +106,25 @@ async def library_run(steps: list[Any], log: EventLog | None, session_id: str) -
     assert (result.reason, result.turns) == (StopReason.MAX_TURNS_EXCEEDED, 1), result
 
 
-async def timed(fn: Callable[[], Awaitable[None]], repeats: int) -> float:
-    """Median seconds of ``repeats`` runs of fn (after one warm-up)."""
-    await fn()
-    times = []
-    for _ in range(repeats):
-        gc.collect()
-        start = time.perf_counter()
+async def timed(fns: dict[str, Callable[[], Awaitable[None]]], repeats: int) -> dict[str, float]:
+    """Median seconds of ``repeats`` runs of each fn (after one warm-up each).
+
+    The fns take turns, round after round (the order rotating), so that the machine's drift
+    and noise fall on all of them alike and their ratios hold up better than when each is
+    timed in a block of its own.
+    """
+    for fn in fns.values():
         await fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    names = list(fns)
+    for round_no in range(repeats):
+        shift = round_no % len(names)
+        for name in names[shift:] + names[:shift]:
+            gc.collect()
+            start = time.perf_counter()
+            await fns[name]()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 class CountingLog:
@@ -136,12 +146,7 @@ class CountingLog:
 async def bench_t(calls: int, repeats: int, tmp: Path, synchronous: str) -> dict[str, float]:
     """Every figure at one T."""
     steps = script(calls)
-    out: dict[str, float] = {}
-    out["bare"] = await timed(lambda: bare_loop(steps), repeats) / calls * 1e6
-    out["memory"] = await timed(lambda: library_run(steps, None, "m"), repeats) / calls * 1e6
     db = await open_floor_db(tmp / f"floor-{calls}-{synchronous}.db", synchronous)
-    out["bare_sqlite"] = await timed(lambda: bare_loop(steps, db), repeats) / calls * 1e6
-    await db.close()
     log = SqliteEventLog(tmp / f"lib-{calls}-{synchronous}.db", synchronous=synchronous)
     counter = CountingLog(log)
     n = 0
@@ -151,7 +156,17 @@ async def bench_t(calls: int, repeats: int, tmp: Path, synchronous: str) -> dict
         n += 1
         await library_run(steps, counter, f"s{n}")  # type: ignore[arg-type]
 
-    out["sqlite"] = await timed(one, repeats) / calls * 1e6
+    medians = await timed(
+        {
+            "bare": lambda: bare_loop(steps),
+            "memory": lambda: library_run(steps, None, "m"),
+            "bare_sqlite": lambda: bare_loop(steps, db),
+            "sqlite": one,
+        },
+        repeats,
+    )
+    await db.close()
+    out = {name: seconds / calls * 1e6 for name, seconds in medians.items()}
     counter.appends = 0
     before = _wchar()
     await one()
