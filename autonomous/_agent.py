@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -80,6 +81,9 @@ class Agent:
         Reads the steering and skill files now (the loop calls this once, when a run starts).
         A file that cannot be used is skipped and logged; :meth:`steering_problems` lists it.
         """
+        if not (self.steering or self.steering_files or self.skills or self.skill_files):
+            self._problems = ()  # the common agent: its instructions are the whole prompt
+            return self.instructions.strip()
         steering = load_scoped(self.steering_files, self.base_dir, kind="steering")
         skills = load_scoped(self.skill_files, self.base_dir, kind="skill")
         self._problems = steering.problems + skills.problems
@@ -114,13 +118,25 @@ def _model_of(model: object, kwargs: dict[str, Any]) -> Model:
         from ._litellm import LiteLLMModel
 
         return LiteLLMModel(model, **kwargs)
-    if isinstance(model, Model):
+    if _is_model(model):
         if kwargs:
             raise ConfigurationError(
                 f"completion keywords {sorted(kwargs)} only apply to litellm model strings"
             )
         return model
     raise ConfigurationError(f"Agent model must be a string or a Model, got {model!r}")
+
+
+def _is_model(value: object) -> TypeGuard[Model]:
+    """``isinstance(value, Model)``, sooner for a model with both members.
+
+    typing's check of a runtime protocol walks the protocol's classes on every call (tens of
+    microseconds, once per run); an object with ``name`` and a non-None ``complete`` is what
+    that check accepts, and anything else still gets the check itself.
+    """
+    if getattr(value, "complete", None) is not None and hasattr(value, "name"):
+        return True
+    return isinstance(value, Model)
 
 
 def _tools_of(tools: Iterable[object]) -> tuple[Tool, ...]:
@@ -139,6 +155,8 @@ def _tools_of(tools: Iterable[object]) -> tuple[Tool, ...]:
 
 def _texts_of(option: str, values: object) -> tuple[str, ...]:
     """``values`` as a tuple of strings: a list of them, not one string."""
+    if type(values) is tuple and not values:  # the default: the ABC checks below cost more
+        return ()
     if isinstance(values, str) or not isinstance(values, Iterable):
         raise ConfigurationError(f"Agent {option} must be a list of strings, got {values!r}")
     texts = tuple(values)
@@ -150,6 +168,8 @@ def _texts_of(option: str, values: object) -> tuple[str, ...]:
 
 def _paths_of(option: str, values: object) -> tuple[FilePath, ...]:
     """``values`` as a tuple of text paths: a list of them, not one path."""
+    if type(values) is tuple and not values:  # the default: the ABC checks below cost more
+        return ()
     if isinstance(values, str | bytes | os.PathLike) or not isinstance(values, Iterable):
         raise ConfigurationError(f"Agent {option} must be a list of file paths, got {values!r}")
     paths = tuple(values)
@@ -162,10 +182,21 @@ def _paths_of(option: str, values: object) -> tuple[FilePath, ...]:
 def _base_dir_of(base_dir: object) -> Path:
     """The agent's own directory, absolute: ``base_dir``, or the working directory now."""
     if base_dir is None:
-        return Path.cwd()
+        return _cwd()
     if not _is_text_path(base_dir):
         raise ConfigurationError(f"Agent base_dir must be a str or path object, got {base_dir!r}")
     return Path(base_dir).resolve()
+
+
+def _cwd() -> Path:
+    """``Path.cwd()``, one shared Path while the working directory stays the same."""
+    return _path_of(os.getcwd())
+
+
+@functools.lru_cache(maxsize=1)
+def _path_of(directory: str) -> Path:
+    # Agents made in the same directory share one Path (immutable) instead of each parsing one.
+    return Path(directory)
 
 
 def _is_text_path(value: object) -> TypeGuard[FilePath]:

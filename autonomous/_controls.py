@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -9,7 +11,6 @@ import anyio
 from eventlog import Control, Event, EventLog, InboxQueued, Originator, SessionKey, new_event_id
 
 from ._errors import ConfigurationError, RunFinished
-from ._flag import Flag
 from ._inbox import Inbox, InboxMessage, Wake
 from ._progress import Paused, ProgressHub, Resumed
 from ._result import AutonomousStatus, RunResult
@@ -19,6 +20,46 @@ if TYPE_CHECKING:
 
 #: The author of events the in-process handle writes; the log watcher skips these.
 HANDLE_AUTHOR = "handle"
+
+
+class Latch:
+    """A set-once flag whose waiters each park on a bare future of the running loop.
+
+    ``anyio.Event`` makes an ``asyncio.Event`` and its deque up front: most of what a handle's
+    ``wait()`` held per parked run. The library targets asyncio, so a future per waiter does.
+    """
+
+    __slots__ = ("_set", "_waiters")
+
+    def __init__(self) -> None:
+        self._set = False
+        self._waiters: list[asyncio.Future[None]] | None = None
+
+    def set(self) -> None:
+        """Set the flag and wake every waiter; idempotent (call it on the loop's thread)."""
+        self._set = True
+        waiters, self._waiters = self._waiters, None
+        for future in waiters or ():
+            if not future.done():
+                future.set_result(None)
+
+    def is_set(self) -> bool:
+        """True once set."""
+        return self._set
+
+    def wait(self) -> Awaitable[None]:
+        """Wait until the flag is set (a checkpoint when it already is): ``await latch.wait()``.
+
+        A plain method handing out the future itself: a waiter holds no coroutine frame of ours.
+        """
+        if self._set:
+            return anyio.lowlevel.checkpoint()
+        future = asyncio.get_running_loop().create_future()
+        # Drop the futures of waiters that were cancelled; the live ones stay.
+        waiters = [f for f in self._waiters if not f.done()] if self._waiters else []
+        waiters.append(future)
+        self._waiters = waiters
+        return future
 
 
 class RunControls:
@@ -31,8 +72,8 @@ class RunControls:
 
     inbox: Inbox
     hub: ProgressHub
-    ready: Flag
-    done: Flag
+    ready: Latch
+    done: Latch
     status: AutonomousStatus
     result: RunResult | None
     failure: BaseException | None

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from types import TracebackType
 from typing import Any
 
 import anyio
+from anyio.abc import TaskGroup
 
 from eventlog import SessionRef
 from permissions import GateWouldDeadlock as _GateDeadlock
@@ -55,7 +57,7 @@ def start_autonomous(
     leaving the block. Misuse (a blank goal, a bad option) raises here, at once.
     """
     opts = _prepare(build, goal, options)
-    return _started(Run(build, goal, opts))
+    return _Started(Run(build, goal, opts))
 
 
 async def resume_autonomous(
@@ -72,16 +74,43 @@ async def resume_autonomous(
     return await Run(build, "", opts, resume=ref).execute()
 
 
-@asynccontextmanager
-async def _started(run: Run) -> AsyncIterator[AutonomousHandle]:
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(_supervise, run)
+class _Started:
+    """What start_autonomous returns: entering starts the run in a task group, leaving stops it.
+
+    A class, not an asynccontextmanager: while a run is live the suspended generator frame and
+    its wrapper would hold more memory than these two slots.
+    """
+
+    __slots__ = ("_run", "_tg")
+
+    def __init__(self, run: Run) -> None:
+        self._run = run
+        self._tg: TaskGroup | None = None
+
+    async def __aenter__(self) -> AutonomousHandle:
+        if self._tg is not None:
+            raise RuntimeError("a start_autonomous(...) context can be entered only once")
+        self._tg = tg = anyio.create_task_group()
+        await tg.__aenter__()
         try:
-            yield AutonomousHandle(run)
-        finally:
-            if not run.done.is_set():
-                with anyio.CancelScope(shield=True):
-                    await run.request_stop()
+            # A fixed name: by default anyio would build one string per task from the function.
+            tg.start_soon(_supervise, self._run, name="autonomous run")
+        except BaseException as exc:  # never leave the group open on the caller's task
+            await tg.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        return AutonomousHandle(self._run)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        assert self._tg is not None
+        if not self._run.done.is_set():
+            with anyio.CancelScope(shield=True):
+                await self._run.request_stop()
+        return await self._tg.__aexit__(exc_type, exc, tb)
 
 
 async def _supervise(run: Run) -> None:

@@ -98,7 +98,7 @@ class SessionKeeper:
         await self._release(lease)
 
     async def _release(self, lease: Lease) -> None:
-        with anyio.CancelScope(shield=True), anyio.move_on_after(_RELEASE_TIMEOUT):
+        with anyio.move_on_after(_RELEASE_TIMEOUT, shield=True):
             try:
                 await self.log.release_lease(lease)
             except EventLogError as exc:  # it expires by itself; never hide the run's own error

@@ -21,6 +21,8 @@ class AutonomousHandle:
     idempotent; pause, resume and inject after the run ended raise :class:`RunFinished`.
     """
 
+    __slots__ = ("__weakref__", "_run")
+
     def __init__(self, run: Run) -> None:
         self._run = run
 

@@ -24,13 +24,17 @@ class InboxMessage:
 class Inbox:
     """Messages in arrival order; a turn takes a snapshot and removes it only when it succeeds."""
 
+    __slots__ = ("_known", "_pending")
+
     def __init__(self) -> None:
         self._pending: list[InboxMessage] = []
-        self._known: set[str] = set()
+        self._known: set[str] | None = None  # made by the first message: most runs get none
 
     def add(self, message: InboxMessage) -> bool:
         """Queue ``message`` unless a message with its id is already queued or was delivered."""
-        if message.message_id in self._known:
+        if self._known is None:
+            self._known = set()
+        elif message.message_id in self._known:
             return False
         self._known.add(message.message_id)
         self._pending.append(message)
@@ -38,6 +42,8 @@ class Inbox:
 
     def forget(self, message_id: str) -> None:
         """Remember ``message_id`` as already delivered (for a resumed run)."""
+        if self._known is None:
+            self._known = set()
         self._known.add(message_id)
 
     def snapshot(self) -> tuple[InboxMessage, ...]:
@@ -70,6 +76,8 @@ def inbox_block(messages: tuple[InboxMessage, ...], prompt: str) -> str:
 
 class Wake:
     """The wake signal: set by inject or ``request_wake`` (from any thread), awaited by sleeps."""
+
+    __slots__ = ("_event", "_inbox", "_loop", "_requested", "_thread")
 
     def __init__(self, inbox: Inbox) -> None:
         self._inbox = inbox

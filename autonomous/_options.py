@@ -62,6 +62,9 @@ def _optional_callable(name: str, value: Any) -> Any:
     return value
 
 
+#: The default clock; it keeps no state, so every run shares one.
+_SYSTEM_CLOCK = SystemClock()
+
 _SECONDS = (
     "control_poll",
     "supervisor_timeout",
@@ -113,7 +116,7 @@ class RunOptions:
     outcomes: tuple[str, ...] = ()
     result_schema: dict[str, Any] | None = None
     history_turns: int = 50
-    clock: Clock = attrs.field(factory=SystemClock)
+    clock: Clock = _SYSTEM_CLOCK
     lease_ttl: float = 30.0
     control_poll: float = 0.5
     supervisor: Any = None
@@ -122,17 +125,24 @@ class RunOptions:
     telemetry: Any = None
 
     def __attrs_post_init__(self) -> None:
+        # Runs once per run: values that are already valid (the defaults, mostly) skip the full
+        # checks, which then decide only for the rest.
         fix = object.__setattr__  # normalising a frozen instance while it is being built
         for name in _SECONDS:
-            fix(self, name, _seconds(name, getattr(self, name)))
+            value = getattr(self, name)
+            if type(value) is not float or not 0.0 <= value < math.inf:
+                fix(self, name, _seconds(name, value))
         for name, minimum in _COUNTS.items():
-            _count(name, getattr(self, name), minimum)
+            value = getattr(self, name)
+            if type(value) is not int or value < minimum:
+                _count(name, value, minimum)
         fix(self, "max_cost_usd", _money(self.max_cost_usd))
         for name in ("done_tool_name", "schedule_tool_name"):
             _tool_name(name, getattr(self, name))
         for name in ("before_turn", "progress", "retry_policy", "supervisor"):
             _optional_callable(name, getattr(self, name))
-        fix(self, "outcomes", tuple(self.outcomes))
+        if type(self.outcomes) is not tuple:
+            fix(self, "outcomes", tuple(self.outcomes))
         if not isinstance(self.continuation_prompt, str) or not self.continuation_prompt.strip():
             raise ConfigurationError("continuation_prompt must be a non-blank string")
         if self.done_tool_name == self.schedule_tool_name:
@@ -154,13 +164,15 @@ class RunOptions:
             raise ConfigurationError("lease_ttl and control_poll must be > 0 seconds")
 
 
+_OPTION_NAMES = frozenset(a.name for a in attrs.fields(RunOptions))
+
+
 def make_options(kwargs: dict[str, Any]) -> RunOptions:
     """RunOptions from keyword arguments; an unknown keyword is a clear ConfigurationError."""
-    known = {a.name for a in attrs.fields(RunOptions)}
-    unknown = sorted(set(kwargs) - known)
-    if unknown:
+    if not _OPTION_NAMES.issuperset(kwargs):
+        unknown = ", ".join(sorted(set(kwargs) - _OPTION_NAMES))
         raise ConfigurationError(
-            f"unknown option(s) {', '.join(unknown)}; the options are: {', '.join(sorted(known))}"
+            f"unknown option(s) {unknown}; the options are: {', '.join(sorted(_OPTION_NAMES))}"
         )
     try:
         return RunOptions(**kwargs)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+import os
+import sys
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
@@ -21,13 +23,13 @@ from usage import Pricing
 
 from ._agent import Agent
 from ._control import ControlTools
-from ._controls import RunControls
+from ._controls import Latch, RunControls
 from ._conversation import Conversation
 from ._decide import Totals, status_for
 from ._durable import SessionKeeper, apply_restored, describe, wait_for_wake
 from ._errors import BuildError
-from ._flag import Flag
 from ._inbox import Inbox, Wake
+from ._litellm import LiteLLMModel
 from ._loop import run_loop
 from ._options import RunOptions
 from ._progress import CheckpointWritten, ProgressHub, RunExited, Woke
@@ -38,6 +40,8 @@ from ._telemetry import Telemetry
 from ._turn import Tally
 
 _FINAL_WRITE_TIMEOUT = 5.0
+#: The prices of a model nobody priced: all zero (frozen, so runs share it).
+_NO_PRICING = Pricing()
 _log = structlog.get_logger("autonomous")
 _AUTHOR = "autonomous"
 
@@ -88,8 +92,8 @@ class Run(RunControls):
         self.abort_reason = ""
         self.telemetry: Telemetry = opts.telemetry or _auto_telemetry()
         self.inbox = Inbox()
-        self.ready = Flag()
-        self.done = Flag()
+        self.ready = Latch()
+        self.done = Latch()
         self.status = AutonomousStatus.RUNNING
         self.result: RunResult | None = None
         self.failure: BaseException | None = None
@@ -135,15 +139,17 @@ class Run(RunControls):
                 self._scope = scope
                 if self.stop_requested:
                     scope.cancel()
-                result = await self._main()
+                agent = await self._start()
+                if agent is not None:
+                    with self.telemetry.run_span(str(self.key), agent.name):
+                        await self._drive(agent)
             if self.result is None:
                 lost = self._keeper is not None and self._keeper.lost
-                result = await self._exit(
-                    StopReason.LEASE_LOST if lost else StopReason.CONTEXT_CANCELLED
-                )
-            return self.result or result
+                await self._exit(StopReason.LEASE_LOST if lost else StopReason.CONTEXT_CANCELLED)
+            assert self.result is not None
+            return self.result
         except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True), anyio.move_on_after(_FINAL_WRITE_TIMEOUT):
+            with anyio.move_on_after(_FINAL_WRITE_TIMEOUT, shield=True):
                 await self._exit(StopReason.CONTEXT_CANCELLED)
             raise
         except BaseException as exc:
@@ -158,14 +164,17 @@ class Run(RunControls):
             self.done.set()
             self._notify()
 
-    async def _main(self) -> RunResult:
+    async def _start(self) -> Agent | None:
+        """Build the agent and open (or resume) its session, then mark the run ready.
+
+        None when the resumed session had already completed: its stored result is the run's.
+        """
         ref = self.resume_ref
         if ref is not None:
             if ref.log.durable:
                 await self._hold(ref)
-            finished = await self._finished_already(ref)
-            if finished is not None:
-                return finished
+            if await self._finished_already(ref) is not None:
+                return None
         agent = await self._build()
         self._open(agent)
         assert self.conv is not None and self.key is not None
@@ -182,8 +191,17 @@ class Run(RunControls):
         elif self._keeper is not None:
             await self._keeper.start_watching_after()
         self.ready.set()
-        with self.telemetry.run_span(str(self.key), agent.name):
-            return await self._run_with_keeper(agent)
+        return agent
+
+    def _drive(self, agent: Agent) -> Awaitable[RunResult]:
+        """The loop, inside the keeper's tasks and after a resumed wait when there are any.
+
+        Otherwise the loop's own coroutine, which execute awaits directly: every live run
+        holds one coroutine frame fewer.
+        """
+        if self._keeper is None and self.next_wake_at is None:
+            return run_loop(self, agent)
+        return self._run_with_keeper(agent)
 
     async def _run_with_keeper(self, agent: Agent) -> RunResult:
         if self._keeper is None:
@@ -284,19 +302,17 @@ class Run(RunControls):
         ref = agent.session or self.resume_ref
         if ref is None:
             ref = SessionRef(MemoryEventLog(), "autonomous", "local", new_event_id())
-        self.key = ref.key
+        self.key = key = ref.key
         self.conv = Conversation(
-            ref.log, ref.key, agent.system_prompt(), _AUTHOR, window=self.opts.history_turns
+            ref.log, key, agent.system_prompt(), _AUTHOR, window=self.opts.history_turns
         )
-        self.log = self.log.bind(session=str(ref.key), agent=agent.name)
+        self.log = self.log.bind(session=str(key), agent=agent.name)
         if self.opts.done_tool_name not in {t.name for t in agent.tools}:
             self.log.warning("done_tool_missing", tool=self.opts.done_tool_name)
 
     async def _pricing(self, agent: Agent) -> Pricing:
         if self.opts.pricing is not None:
             return self.opts.pricing
-        from ._litellm import LiteLLMModel
-
         if isinstance(agent.model, LiteLLMModel):
             try:  # in a thread: the first use imports litellm (seconds), the loop must go on
                 return await anyio.to_thread.run_sync(Pricing.for_model, agent.model.name)
@@ -304,7 +320,7 @@ class Run(RunControls):
                 pass
         if self.opts.max_cost_usd:
             self.log.warning("cost_cap_without_pricing", max_cost_usd=self.opts.max_cost_usd)
-        return Pricing()
+        return _NO_PRICING
 
     def elapsed(self) -> float:
         """Seconds since this process started the run."""
@@ -382,7 +398,7 @@ class Run(RunControls):
         lost = reason is StopReason.LEASE_LOST
         if self.conv is not None and not self._final_written and not lost:
             self._final_written = True
-            with anyio.CancelScope(shield=True), anyio.move_on_after(_FINAL_WRITE_TIMEOUT):
+            with anyio.move_on_after(_FINAL_WRITE_TIMEOUT, shield=True):
                 await self._checkpoint(reason, next_wake_at=wake)
         self.status = AutonomousStatus(status_for(reason, self.stop_requested))
         self.log.info(
@@ -402,8 +418,12 @@ def _auto_telemetry() -> Telemetry:
     """OpenTelemetry when the API is installed and an SDK provider is configured; else off.
 
     With only the API installed every span would go to a no-op provider at a real cost per
-    call, so the runtime stays off until a program configures a provider.
+    call, so the runtime stays off until a program configures a provider. A program sets one
+    through ``opentelemetry.trace`` or names one in the environment (loaded by the look below),
+    so while neither is the case a run neither imports nor asks anything.
     """
+    if "opentelemetry.trace" not in sys.modules and _PROVIDER_VARIABLE not in os.environ:
+        return _NO_TELEMETRY
     try:
         from opentelemetry import trace
     except ImportError:
@@ -415,6 +435,8 @@ def _auto_telemetry() -> Telemetry:
 
 
 _NO_TELEMETRY = Telemetry.disabled()
+#: opentelemetry's OTEL_PYTHON_TRACER_PROVIDER: a provider for get_tracer_provider() to load.
+_PROVIDER_VARIABLE = "OTEL_PYTHON_TRACER_PROVIDER"
 
 
 def _parts(key: SessionKey) -> tuple[str, str, str]:
