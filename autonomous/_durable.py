@@ -60,7 +60,13 @@ class SessionKeeper:
             raise
 
     async def start_watching_after(self, seq: int | None = None) -> None:
-        """Watch for inbox and control events newer than ``seq`` (default: the newest now)."""
+        """Watch for inbox and control events newer than ``seq`` (default: the newest now).
+
+        The default is the log's newest seq when our lease was taken, when the store told it
+        (no read then); else the session's newest inbox or control event, read now.
+        """
+        if seq is None and self.lease is not None:
+            seq = self.lease.log_seq
         self.seen = seq if seq is not None else await latest_control_seq(self.log, self.key)
 
     async def heartbeat(self) -> None:

@@ -243,6 +243,34 @@ class TestRemoteControl:
                 result = await h.wait()
         assert (StopReason.CONTEXT_CANCELLED, "stopped") == (result.reason, h.status)
 
+    async def test_a_new_run_ignores_control_written_before_it_took_the_lease(
+        self, sqlite_ref: SessionRef
+    ) -> None:
+        """A stop left in the log for an earlier run does not stop the next fresh run; a stop
+        sent once the run holds the session does."""
+        model = ScriptedModel(default=reply("working"))
+        build, _ = builders(model, sqlite_ref)
+        await run_autonomous(build, "go", max_turns=1)
+        await send_control(sqlite_ref.log, sqlite_ref.key, "stop")  # nobody is running
+        polled = anyio.Event()
+
+        async def before(turn: int) -> None:
+            if turn == 3:
+                polled.set()
+            await anyio.sleep(0.03)  # a few polls land in every turn
+
+        async with start_autonomous(
+            build, "again", before_turn=before, max_turns=0, control_poll=0.01
+        ) as h:
+            with anyio.move_on_after(5):
+                await polled.wait()  # two turns went by: the old stop was not obeyed
+            assert polled.is_set(), f"the run stopped early: {h.status}"
+            await send_control(sqlite_ref.log, sqlite_ref.key, "stop")
+            with anyio.fail_after(5):
+                result = await h.wait()
+        assert StopReason.CONTEXT_CANCELLED == result.reason
+        assert result.turns >= 2
+
 
 class TestScheduling:
     async def test_sleep_scheduler_sleeps_until_the_wake_and_an_inject_wakes_it(self) -> None:
