@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -38,8 +37,8 @@ class _Progress:
 
     calls: int = 0
     text: str = ""
-    pending: deque[ToolCall] = attrs.field(factory=deque)
-    dispatched: int = 0
+    pending: tuple[ToolCall, ...] = ()  # the last answer's tool calls
+    dispatched: int = 0  # how many of them have run (or timed out)
 
 
 class BudgetReached(Exception):
@@ -98,18 +97,54 @@ class TurnRunner:
         timeout cancels the scope, the call is answered with the timeout, and the turn goes on
         in a fresh scope.
         """
+        # One frame for the whole turn (no helper coroutine stays suspended under it while a
+        # model call runs): a run parked in a model call holds that much less memory.
         progress = _Progress()
         try:
             while True:
                 with anyio.CancelScope() as scope:
                     self._scope = scope
-                    return await self._segment(turn, caller, progress)
+                    while True:
+                        pending = progress.pending
+                        while progress.dispatched < len(pending):
+                            if progress.dispatched:  # a stop asked for during the last tool
+                                await anyio.lowlevel.checkpoint_if_cancelled()
+                            await self._dispatch(pending[progress.dispatched], turn, caller)
+                            progress.dispatched += 1
+                        self._check_budgets(progress.calls)
+                        with self.telemetry.model_span(turn, self.model.name) as span:
+                            try:
+                                response = await self.model.complete(self.conv.messages, self.specs)
+                            except TurnError:
+                                raise
+                            except Exception as exc:
+                                name = self.model.name
+                                raise ModelError(f"model call to {name} failed: {exc}") from exc
+                            cost = self._spent(response, span)
+                        await self._answered(response, turn, cost)
+                        progress.calls += 1
+                        if response.text:
+                            progress.text = self.tally.final_text = response.text
+                        if not response.tool_calls:
+                            return progress.text
+                        progress.pending, progress.dispatched = response.tool_calls, 0
                 await self._timed_out(progress, turn)  # only a tool's deadline ends the scope
         finally:
             self._deadline = math.inf
             if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
+
+    def _check_budgets(self, calls: int) -> None:
+        """Raise if a budget or ``max_model_calls_per_turn`` forbids the next model call."""
+        reason = call_budget(self.opts, self.tally.totals, self.elapsed())
+        if reason is not None:
+            raise BudgetReached(reason)
+        if calls == self.opts.max_model_calls_per_turn:
+            raise ModelCallLimit(
+                f"the model asked for tools in {calls} calls in one turn "
+                f"(max_model_calls_per_turn={calls})"
+            )
 
     def _arm(self, timeout: float) -> None:
         """Give the tool about to run ``timeout`` seconds.
@@ -139,34 +174,8 @@ class TurnRunner:
             self._deadline = math.inf
             self._scope.cancel()
 
-    async def _segment(self, turn: int, caller: Caller | None, progress: _Progress) -> str:
-        while True:
-            while progress.pending:
-                if progress.dispatched:  # a stop requested during the previous tool lands here
-                    await anyio.lowlevel.checkpoint_if_cancelled()
-                await self._dispatch(progress.pending[0], turn, caller)
-                progress.pending.popleft()
-                progress.dispatched += 1
-            reason = call_budget(self.opts, self.tally.totals, self.elapsed())
-            if reason is not None:
-                raise BudgetReached(reason)
-            if progress.calls == self.opts.max_model_calls_per_turn:
-                raise ModelCallLimit(
-                    f"the model asked for tools in {progress.calls} calls in one turn "
-                    f"(max_model_calls_per_turn={progress.calls})"
-                )
-            response = await self._call_model(turn)
-            progress.calls += 1
-            if response.text:
-                progress.text = response.text
-                self.tally.final_text = response.text
-            if not response.tool_calls:
-                return progress.text
-            progress.pending = deque(response.tool_calls)
-            progress.dispatched = 0
-
     async def _timed_out(self, progress: _Progress, turn: int) -> None:
-        call = progress.pending.popleft()
+        call = progress.pending[progress.dispatched]
         progress.dispatched += 1
         tool, timeout = self.tools[call.name], self._timeout
         self.log.info("tool_call", turn=turn, tool=call.name, outcome="timeout")
@@ -179,25 +188,25 @@ class TurnRunner:
         content = f"error: tool {tool.name} timed out after {timeout:g} s"
         self.conv.add_tool_result(call.id, call.name, content, "timeout", turn)
 
-    async def _call_model(self, turn: int) -> ModelResponse:
+    def _spent(self, response: ModelResponse, span: Any) -> float:
+        """Count a model call's usage (totals, tracker, telemetry); its cost."""
+        u = response.usage
+        cost = self.pricing.cost(u) if not self.pricing.is_zero else 0.0
         tel = self.telemetry
-        with tel.model_span(turn, self.model.name) as span:
-            try:
-                response = await self.model.complete(self.conv.messages, self.specs)
-            except TurnError:
-                raise
-            except Exception as exc:
-                raise ModelError(f"model call to {self.model.name} failed: {exc}") from exc
-            u = response.usage
-            cost = self.pricing.cost(u) if not self.pricing.is_zero else 0.0
-            if tel.enabled:
-                tel.set_usage(span, u.input_tokens, u.output_tokens, cost)
-                tel.count_tokens(u.input_tokens, u.output_tokens)
-                tel.count_cost(cost)
+        if tel.enabled:
+            tel.set_usage(span, u.input_tokens, u.output_tokens, cost)
+            tel.count_tokens(u.input_tokens, u.output_tokens)
+            tel.count_cost(cost)
         self.tally.totals = self.tally.totals.add_call(u.input_tokens, u.output_tokens, cost)
-        model_name = response.model or self.model.name
         if self.tracker is not None:
-            self.tracker.record(model_name, u, cost)
+            self.tracker.record(response.model or self.model.name, u, cost)
+        return cost
+
+    async def _answered(self, response: ModelResponse, turn: int, cost: float) -> None:
+        """Record the answer: in the conversation, then in the log with what came before it
+        (one append per model call, before any of its tools runs); log and report it."""
+        u = response.usage
+        model_name = response.model or self.model.name
         conv = self.conv
         conv.add_answer(response, turn, cost)
         await conv.log.append(conv.take_pending())
@@ -223,7 +232,6 @@ class TurnRunner:
                     len(response.tool_calls),
                 ),
             )
-        return response
 
     async def _dispatch(self, call: ToolCall, turn: int, caller: Caller | None) -> None:
         tel = self.telemetry
