@@ -234,13 +234,34 @@ class TurnRunner:
             )
 
     async def _dispatch(self, call: ToolCall, turn: int, caller: Caller | None) -> None:
+        """Run one tool call (the tool awaited right here: one coroutine frame per call)."""
         tel = self.telemetry
         with tel.tool_span(turn, call.name) as span:
             if self.control.handles(call.name):
                 content = self.control.call(call.name, call.arguments, turn)
                 outcome = "ok" if content.startswith("acknowledged") else "rejected"
+            elif isinstance(resolved := self._resolve(call), str):
+                content, outcome = resolved, "rejected"
+            elif self.gate is not None and (
+                denied := await self._ask_gate(*resolved, turn, caller)
+            ):
+                content, outcome = denied, "denied"
             else:
-                content, outcome = await self._invoke(call, turn, caller)
+                tool, args = resolved
+                timeout = tool.timeout if tool.timeout is not None else self.opts.tool_timeout
+                if timeout > 0:
+                    self._timeout = timeout
+                    self._arm(timeout)
+                try:
+                    value = await tool.fn(**args)  # Tool.invoke, one coroutine less
+                except Exception as exc:
+                    limit = min(2000, self.opts.max_tool_result_chars)
+                    content, outcome = format_error(exc, limit), "error"
+                else:
+                    content = format_result(value, self.opts.max_tool_result_chars)
+                    outcome = "ok"
+                finally:
+                    self._deadline = math.inf
             if tel.enabled:
                 tel.set_tool_outcome(span, outcome)
                 tel.count_tool(call.name, outcome)
@@ -250,39 +271,35 @@ class TurnRunner:
         if self.hub.active:
             await self.hub.emit(turn, ToolCalled(turn, call.name, outcome))
 
-    async def _invoke(self, call: ToolCall, turn: int, caller: Caller | None) -> tuple[str, str]:
+    def _resolve(self, call: ToolCall) -> tuple[Tool, dict[str, Any]] | str:
+        """The called tool and its checked arguments, or the error to answer the call with (an
+        unknown tool, arguments that do not fit)."""
         tool = self.tools.get(call.name)
         if tool is None:
             known = ", ".join(sorted(self.tools)) or "none"
-            return f"error: unknown tool {call.name!r}; the tools are: {known}", "rejected"
+            return f"error: unknown tool {call.name!r}; the tools are: {known}"
         try:
-            args = parse_arguments(tool, call.arguments)
+            return tool, parse_arguments(tool, call.arguments)
         except ToolArgumentError as exc:
-            return f"error: invalid arguments for {tool.name}: {exc}", "rejected"
-        if self.gate is not None:
-            decision = await self.gate.check(
-                tool.name, args, caller=caller, read_only=tool.read_only
+            return f"error: invalid arguments for {tool.name}: {exc}"
+
+    async def _ask_gate(
+        self, tool: Tool, args: dict[str, Any], turn: int, caller: Caller | None
+    ) -> str:
+        """The permission gate's decision, recorded; the answer when it denies the call, else
+        the empty string."""
+        assert self.gate is not None
+        decision = await self.gate.check(tool.name, args, caller=caller, read_only=tool.read_only)
+        self.conv.record(
+            PermissionDecision(
+                tool=tool.name,
+                allowed=decision.allowed,
+                reason=decision.reason,
+                turn=turn,
+                caller=to_originator(caller),
+                mode=str(decision.mode),
             )
-            self.conv.record(
-                PermissionDecision(
-                    tool=tool.name,
-                    allowed=decision.allowed,
-                    reason=decision.reason,
-                    turn=turn,
-                    caller=to_originator(caller),
-                    mode=str(decision.mode),
-                )
-            )
-            if not decision.allowed:
-                return f"denied: {decision.reason.removeprefix('denied: ')}", "denied"
-        timeout = tool.timeout if tool.timeout is not None else self.opts.tool_timeout
-        if timeout > 0:
-            self._timeout = timeout
-            self._arm(timeout)
-        try:
-            value = await tool.fn(**args)  # Tool.invoke, one coroutine less
-        except Exception as exc:
-            return format_error(exc, min(2000, self.opts.max_tool_result_chars)), "error"
-        finally:
-            self._deadline = math.inf
-        return format_result(value, self.opts.max_tool_result_chars), "ok"
+        )
+        if not decision.allowed:
+            return f"denied: {decision.reason.removeprefix('denied: ')}"
+        return ""
