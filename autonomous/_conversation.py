@@ -133,7 +133,7 @@ class Conversation:
                 text=response.text,
                 turn=turn,
                 tool_calls=tuple(
-                    ToolCallRecord(c.id, c.name, c.arguments) for c in response.tool_calls
+                    [ToolCallRecord(c.id, c.name, c.arguments) for c in response.tool_calls]
                 ),
                 model=response.model,
                 input_tokens=u.input_tokens,

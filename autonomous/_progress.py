@@ -119,11 +119,15 @@ class ProgressHub:
         self._readers: list[MemoryObjectSendStream[ProgressEvent]] = []
         self._buffer = buffer
         self._closed = False
+        #: True when someone listens; callers skip building events otherwise. A plain
+        #: attribute, kept current as readers come and go: the loop reads it twice a call.
+        self.active = False
+        self._refresh()
 
-    @property
-    def active(self) -> bool:
-        """True when someone listens; callers skip building events otherwise."""
-        return self._callback is not None or self._recorder is not None or bool(self._readers)
+    def _refresh(self) -> None:
+        self.active = (
+            self._callback is not None or self._recorder is not None or bool(self._readers)
+        )
 
     async def emit(self, turn: int, event: ProgressEvent) -> None:
         """Hand ``event`` to every consumer without letting any of them break the loop."""
@@ -153,6 +157,7 @@ class ProgressHub:
                 continue
             alive.append(stream)
         self._readers = alive
+        self._refresh()
 
     def subscribe(self) -> AsyncIterator[ProgressEvent]:
         """A new stream of the events emitted from now on; it ends when the run ends."""
@@ -163,6 +168,7 @@ class ProgressHub:
             send.close()
         else:
             self._readers.append(send)
+            self._refresh()
         return _Reader(receive)
 
     def close(self) -> None:
@@ -171,6 +177,7 @@ class ProgressHub:
         for stream in self._readers:
             stream.close()
         self._readers = []
+        self._refresh()
 
 
 class _Reader:

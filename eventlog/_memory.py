@@ -99,7 +99,8 @@ class MemoryEventLog:
 
         A checkpoint kind without a checkpoint payload fails the whole batch (``TypeError``).
         """
-        self._check_open()
+        if self._closed:
+            self._check_open()
         for event in events:
             if event.kind == EventKind.CHECKPOINT:
                 checkpoint_of(event)  # a checkpoint kind must carry a checkpoint
