@@ -28,6 +28,11 @@ class Conversation:
     (its events stay in the log) so a retry starts from the same state.
     """
 
+    __slots__ = (
+        "_base", "_pending", "_starts", "_trimmed", "_turn_start", "author", "goal", "key",
+        "log", "messages", "system_prompt", "window",
+    )  # fmt: skip
+
     def __init__(
         self, log: EventLog, key: SessionKey, system_prompt: str, author: str, *, window: int = 0
     ) -> None:

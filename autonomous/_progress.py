@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import anyio
@@ -110,13 +110,16 @@ class ProgressHub:
     loop; a reader that went away is dropped; a failing callback is logged and ignored.
     """
 
+    __slots__ = ("_buffer", "_callback", "_closed", "_is_async", "_readers", "_recorder", "active")
+
     def __init__(
         self, callback: Any | None, *, buffer: int = 256, recorder: Any | None = None
     ) -> None:
         self._callback = callback
         self._recorder = recorder  # the supervisor's window of recent events
         self._is_async = callback is not None and inspect.iscoroutinefunction(callback)
-        self._readers: list[MemoryObjectSendStream[ProgressEvent]] = []
+        # A tuple until someone subscribes: most runs have no reader, and a list costs more.
+        self._readers: Sequence[MemoryObjectSendStream[ProgressEvent]] = ()
         self._buffer = buffer
         self._closed = False
         #: True when someone listens; callers skip building events otherwise. A plain
@@ -167,7 +170,7 @@ class ProgressHub:
         if self._closed:
             send.close()
         else:
-            self._readers.append(send)
+            self._readers = [*self._readers, send]
             self._refresh()
         return _Reader(receive)
 
@@ -176,7 +179,7 @@ class ProgressHub:
         self._closed = True
         for stream in self._readers:
             stream.close()
-        self._readers = []
+        self._readers = ()
         self._refresh()
 
 
