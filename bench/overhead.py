@@ -5,8 +5,9 @@ answer) on ScriptedModel, in-process, no HTTP, logging off. Prints microseconds 
 (median of several runs) at T=50 and T=500 with the in-memory log and with the SQLite log,
 next to two floors timed in the same process: a bare asyncio loop doing the same scripted calls,
 and that loop appending one row per step with aiosqlite. The four loops take turns, round after
-round, so that the machine's drift falls on all of them alike. Also: commits and bytes written
-per model call with SQLite, and memory per run with 1,000 concurrent runs of 5 calls each.
+round, so that the machine's drift falls on all of them alike; the "x" columns are the median of
+the ratios taken round by round. Also: commits and bytes written per model call with SQLite, and
+memory per run with 1,000 concurrent runs of 5 calls each.
 
     python bench/overhead.py            # the full run (about a minute)
     python bench/overhead.py --quick    # fewer repetitions
@@ -42,6 +43,9 @@ async def tick(n: int) -> int:
 
 
 TICK = function_tool(tick)
+
+#: Model calls over which bytes written and commits are counted, at every T.
+BYTES_CALLS = 5000
 
 
 def script(calls: int) -> list[Any]:
@@ -106,12 +110,14 @@ async def library_run(steps: list[Any], log: EventLog | None, session_id: str) -
     assert (result.reason, result.turns) == (StopReason.MAX_TURNS_EXCEEDED, 1), result
 
 
-async def timed(fns: dict[str, Callable[[], Awaitable[None]]], repeats: int) -> dict[str, float]:
-    """Median seconds of ``repeats`` runs of each fn (after one warm-up each).
+async def timed(
+    fns: dict[str, Callable[[], Awaitable[None]]], repeats: int
+) -> dict[str, list[float]]:
+    """Seconds of ``repeats`` runs of each fn (after one warm-up each), in round order.
 
     The fns take turns, round after round (the order rotating), so that the machine's drift
-    and noise fall on all of them alike and their ratios hold up better than when each is
-    timed in a block of its own.
+    and noise fall on all of them alike; the runs of one round are close in time, so their
+    ratios can be taken round by round (see :func:`paired`).
     """
     for fn in fns.values():
         await fn()
@@ -124,7 +130,16 @@ async def timed(fns: dict[str, Callable[[], Awaitable[None]]], repeats: int) -> 
             start = time.perf_counter()
             await fns[name]()
             times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(t) for name, t in times.items()}
+    return times
+
+
+def paired(times: dict[str, list[float]], name: str, floor: str) -> float:
+    """The median over rounds of ``name``'s time over ``floor``'s in the same round.
+
+    A burst of noise (another process, the CPU clocking down) that lasts a few rounds moves
+    both times of those rounds, so it moves this less than the ratio of two medians.
+    """
+    return statistics.median(a / b for a, b in zip(times[name], times[floor], strict=True))
 
 
 class CountingLog:
@@ -156,7 +171,7 @@ async def bench_t(calls: int, repeats: int, tmp: Path, synchronous: str) -> dict
         n += 1
         await library_run(steps, counter, f"s{n}")  # type: ignore[arg-type]
 
-    medians = await timed(
+    times = await timed(
         {
             "bare": lambda: bare_loop(steps),
             "memory": lambda: library_run(steps, None, "m"),
@@ -166,12 +181,18 @@ async def bench_t(calls: int, repeats: int, tmp: Path, synchronous: str) -> dict
         repeats,
     )
     await db.close()
-    out = {name: seconds / calls * 1e6 for name, seconds in medians.items()}
+    out = {name: statistics.median(t) / calls * 1e6 for name, t in times.items()}
+    out["x_bare"] = paired(times, "memory", "bare")
+    out["x_floor"] = paired(times, "sqlite", "bare_sqlite")
+    # Over the same number of calls at every T (5,000), so that the WAL's periodic copy back
+    # into the file (every 4 MiB of WAL) lands in the figure as often as it happens.
+    runs = max(1, BYTES_CALLS // calls)
     counter.appends = 0
     before = _wchar()
-    await one()
-    out["bytes_per_call"] = (_wchar() - before) / calls
-    out["commits_per_call"] = counter.appends / calls
+    for _ in range(runs):
+        await one()
+    out["bytes_per_call"] = (_wchar() - before) / (runs * calls)
+    out["commits_per_call"] = counter.appends / (runs * calls)
     await log.aclose()
     return out
 
@@ -237,16 +258,14 @@ async def main(quick: bool) -> None:
         results = {}
         for synchronous in ("NORMAL", "FULL"):
             for calls in (50, 500):
-                r = await bench_t(
-                    calls, repeats if calls == 50 else max(3, repeats // 3), tmp, synchronous
-                )
+                r = await bench_t(calls, repeats, tmp, synchronous)
                 results[(synchronous, calls)] = r
         header = f"{'T':>4} {'sync':>6} {'bare':>7} {'memory':>8} {'x bare':>7} {'bare+sql':>9} {'sqlite':>8} {'x floor':>8} {'commits':>8} {'bytes':>7}"
         print(header)
         for (synchronous, calls), r in results.items():
             print(
-                f"{calls:>4} {synchronous:>6} {r['bare']:>7.1f} {r['memory']:>8.1f} {r['memory'] / r['bare']:>7.1f}"
-                f" {r['bare_sqlite']:>9.1f} {r['sqlite']:>8.1f} {r['sqlite'] / r['bare_sqlite']:>8.2f}"
+                f"{calls:>4} {synchronous:>6} {r['bare']:>7.1f} {r['memory']:>8.1f} {r['x_bare']:>7.1f}"
+                f" {r['bare_sqlite']:>9.1f} {r['sqlite']:>8.1f} {r['x_floor']:>8.2f}"
                 f" {r['commits_per_call']:>8.2f} {r['bytes_per_call']:>7.0f}"
             )
         n50, n500 = results[("NORMAL", 50)], results[("NORMAL", 500)]
