@@ -191,11 +191,7 @@ async def _settle(
             run.inbox.delivered(batch)
             run.conv.record(InboxDelivered(tuple(m.message_id for m in batch), turn))
     if done is not None:
-        run.done_detail, run.outcome, run.outcome_result = (
-            done.detail,
-            done.outcome,
-            done.result,
-        )
+        run.done_detail, run.outcome, run.outcome_result = done.detail, done.outcome, done.result
     if isinstance(step, Retry):
         run.next_prompt = base_prompt
     elif isinstance(step, Continue | Wait):
