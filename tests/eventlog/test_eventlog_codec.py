@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 
 import pytest
 from hypothesis import given, settings
@@ -16,6 +17,7 @@ from eventlog import (
     Event,
     EventKind,
     EventLogError,
+    Note,
     Payload,
     UnknownSchemaVersion,
     decode_payload,
@@ -24,6 +26,11 @@ from eventlog import (
     event_to_dict,
 )
 from tests.strategies import payloads_of, stored_events
+
+
+class _Opaque:
+    def __str__(self) -> str:
+        return "opaque"
 
 
 class TestPayloadRoundTrip:
@@ -36,6 +43,34 @@ class TestPayloadRoundTrip:
         """A payload of each kind decodes to what was encoded."""
         payload: Payload = data.draw(payloads_of(kind))
         assert payload == decode_payload(kind, encode_payload(payload), v=SCHEMA_VERSION)
+
+    @pytest.mark.parametrize(
+        "value",
+        [2**70, -(2**80), {"n": [2**64, "x"]}, "lone \ud800 surrogate", 1.5, None],
+        ids=["wide-int", "wide-negative", "nested-wide", "surrogate", "float", "none"],
+    )
+    def test_values_beyond_strict_json_round_trip(self, value: object) -> None:
+        """A value orjson refuses (a wide integer, a lone surrogate) is written all the same
+        and reads back exactly."""
+        payload = Note("n", {"value": value})
+        text = encode_payload(payload)
+        assert payload == decode_payload("note", text, v=SCHEMA_VERSION)
+
+    def test_non_string_keys_are_written_as_text(self) -> None:
+        """A dict with non-string keys is written (its keys as JSON text), not refused."""
+        text = encode_payload(Note("n", {"value": {1: "a", 2: "b"}}))
+        assert {"value": {"1": "a", "2": "b"}} == json.loads(text)["data"]
+
+    def test_a_float_that_is_not_finite_is_written_as_null(self) -> None:
+        """NaN and infinities have no JSON form: they are written as null, so the stored text
+        is strict JSON that any reader takes."""
+        text = encode_payload(Note("n", {"values": [math.nan, math.inf, -math.inf]}))
+        assert {"values": [None, None, None]} == json.loads(text)["data"]
+
+    def test_values_json_has_no_form_for_are_written_as_text(self) -> None:
+        """An object JSON cannot hold is written as its text, never refused."""
+        text = encode_payload(Note("n", {"value": _Opaque()}))
+        assert {"value": "opaque"} == json.loads(text)["data"]
 
     def test_other_version_fails_fast(self) -> None:
         """A payload of another schema version raises UnknownSchemaVersion, naming it."""
