@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import structlog
+from anyio.abc import TaskGroup
 
 from eventlog import (
+    Event,
     EventKind,
     EventLog,
     EventLogError,
@@ -37,6 +40,9 @@ class SessionKeeper:
 
     The lease is renewed every third of ``lease_ttl``; losing it (another process took the
     session over after our lease expired) stops the run, which then writes nothing more.
+    The renewing and polling tasks start when the first of them is due (:meth:`start_later`):
+    a run that ends sooner, as most short runs do, never pays for two tasks and their
+    cancellation.
     """
 
     def __init__(self, run: Run, log: EventLog, key: SessionKey, opts: RunOptions) -> None:
@@ -46,7 +52,10 @@ class SessionKeeper:
         self.opts = opts
         self.lease: Lease | None = None
         self.lost = False
+        self.releasing = False
         self.seen = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self._tasks: TaskGroup | None = None
 
     async def acquire(self) -> None:
         """Take the lease (raises :class:`eventlog.SessionLocked` when a live holder has it)."""
@@ -69,24 +78,63 @@ class SessionKeeper:
             seq = self.lease.log_seq
         self.seen = seq if seq is not None else await latest_control_seq(self.log, self.key)
 
-    async def heartbeat(self) -> None:
-        """Renew the lease until cancelled; a lost lease stops the run."""
-        assert self.lease is not None
+    def start_later(self, tg: TaskGroup) -> None:
+        """Start :meth:`heartbeat` and :meth:`watch` in ``tg`` once the first of them is due.
+
+        Must be undone by :meth:`stop` before ``tg`` exits.
+        """
+        loop = asyncio.get_running_loop()
+        first = min(self.opts.lease_ttl / 3, self.opts.control_poll)
+        self._timer = loop.call_at(loop.time() + first, self._start, tg, loop.time())
+
+    def _start(self, tg: TaskGroup, armed_at: float) -> None:
+        self._timer = None
+        self._tasks = tg
+        elapsed = asyncio.get_running_loop().time() - armed_at
+        tg.start_soon(self.heartbeat, max(0.0, self.opts.lease_ttl / 3 - elapsed), name="lease")
+        tg.start_soon(self.watch, max(0.0, self.opts.control_poll - elapsed), name="watch")
+
+    def stop(self) -> None:
+        """Stop the tasks :meth:`start_later` started, or its timer if they have not."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._tasks is not None:
+            self._tasks.cancel_scope.cancel()
+            self._tasks = None
+
+    async def heartbeat(self, first: float | None = None) -> None:
+        """Renew the lease (first after ``first`` seconds) until cancelled; a lost lease
+        stops the run."""
+        every = self.opts.lease_ttl / 3
+        delay = every if first is None else first
         while True:
-            await anyio.sleep(self.opts.lease_ttl / 3)
+            await anyio.sleep(delay)
+            delay = every
+            lease = self.lease
+            if lease is None:  # dropped with the run's last write
+                return
             try:
-                self.lease = await self.log.renew_lease(self.lease, self.opts.lease_ttl)
+                renewed = await self.log.renew_lease(lease, self.opts.lease_ttl)
             except LeaseLost:
+                if self.releasing:  # our own release went first
+                    return
                 self.lost = True
                 self.run.lease_lost()
                 return
             except EventLogError as exc:  # e.g. busy: try again; expiry decides, not one miss
                 _log.warning("lease_renewal_failed", error=type(exc).__name__)
+            else:
+                if self.lease is not None:
+                    self.lease = renewed
 
-    async def watch(self) -> None:
-        """Poll the log for inbox messages and control requests from other processes."""
+    async def watch(self, first: float | None = None) -> None:
+        """Poll the log (first after ``first`` seconds) for inbox messages and control
+        requests from other processes."""
+        delay = self.opts.control_poll if first is None else first
         while True:
-            await anyio.sleep(self.opts.control_poll)
+            await anyio.sleep(delay)
+            delay = self.opts.control_poll
             try:
                 events = await self.log.read(self.key, after_seq=self.seen, kinds=_WATCH_KINDS)
             except EventLogError as exc:  # a read can fail for a moment; the next poll retries
@@ -95,6 +143,22 @@ class SessionKeeper:
             for event in events:
                 self.seen = max(self.seen, event.seq)
                 self.run.apply_remote(event)
+
+    async def append_last(self, events: list[Event]) -> list[int]:
+        """Append the run's last events, and drop the lease with them when the store can.
+
+        The store's ``append_and_release`` does both in one transaction. When this returns,
+        the lease is no longer held; when it raises, the lease is still ours for
+        :meth:`release` to drop.
+        """
+        both = getattr(self.log, "append_and_release", None)
+        lease = self.lease
+        if both is None or lease is None or self.lost:
+            return await self.log.append(events)
+        self.releasing = True
+        seqs: list[int] = await both(events, lease)
+        self.lease = None
+        return seqs
 
     async def release(self) -> None:
         """Drop our lease row (shielded, bounded); never another holder's."""

@@ -208,14 +208,13 @@ class Run(RunControls):
             return await self._run_loop(agent)
         failure: BaseException | None = None
         async with anyio.create_task_group() as tg:
-            tg.start_soon(self._keeper.heartbeat)
-            tg.start_soon(self._keeper.watch)
+            self._keeper.start_later(tg)
             try:
                 result = await self._run_loop(agent)
             except Exception as exc:  # re-raised below as itself, not as an exception group
                 failure = exc
             finally:
-                tg.cancel_scope.cancel()
+                self._keeper.stop()
         if failure is not None:
             raise failure
         return result
@@ -342,6 +341,7 @@ class Run(RunControls):
         *,
         turn_failed: bool = False,
         next_wake_at: datetime | None = None,
+        last: bool = False,
     ) -> None:
         assert self.conv is not None
         t = self.tally.totals
@@ -365,7 +365,10 @@ class Run(RunControls):
                 inbox_from_seq=self.inbox.oldest_seq(),
             )
         )
-        await self.conv.flush()
+        if last and self._keeper is not None:  # the lease goes with the run's last write
+            await self._keeper.append_last(self.conv.take_pending())
+        else:
+            await self.conv.flush()
         if self.hub.active:
             reason = stop_reason.value if stop_reason else None
             await self.hub.emit(t.turns, CheckpointWritten(t.turns, reason))
@@ -399,7 +402,7 @@ class Run(RunControls):
         if self.conv is not None and not self._final_written and not lost:
             self._final_written = True
             with anyio.move_on_after(_FINAL_WRITE_TIMEOUT, shield=True):
-                await self._checkpoint(reason, next_wake_at=wake)
+                await self._checkpoint(reason, next_wake_at=wake, last=True)
         self.status = AutonomousStatus(status_for(reason, self.stop_requested))
         self.log.info(
             "run_finished",

@@ -216,6 +216,12 @@ class MemoryEventLog:
         self._leases[lease.key] = renewed
         return renewed
 
+    async def append_and_release(self, events: Sequence[Event], lease: Lease) -> list[int]:
+        """Append ``events`` and drop our ``lease``, as one step: both or neither."""
+        seqs = await self.append(events)
+        await self.release_lease(lease)
+        return seqs
+
     async def release_lease(self, lease: Lease) -> None:
         """Drop our lease (never another holder's); releasing twice is harmless."""
         self._check_open()

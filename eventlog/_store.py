@@ -68,6 +68,11 @@ class EventLog(Protocol):
     """An append-only event store with checkpoints, due-session lookup and session leases.
 
     Implementations: :class:`eventlog.MemoryEventLog` and :class:`eventlog.SqliteEventLog`.
+
+    A store may also have ``append_and_release(events, lease)``: :meth:`append` and
+    :meth:`release_lease` in one atomic step. A run on a durable session writes its final
+    checkpoint through it when the store has it (one transaction less per run), and through
+    the two calls when not.
     """
 
     #: True when events outlive the process (a resumable store).

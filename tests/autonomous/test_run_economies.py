@@ -5,12 +5,14 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+import structlog
 
 from autonomous import (
     Agent,
@@ -18,15 +20,17 @@ from autonomous import (
     BuildError,
     ConfigurationError,
     StopReason,
+    run_autonomous,
     start_autonomous,
 )
 from autonomous._agent import _is_model
 from autonomous._controls import Latch
 from autonomous._model import Model
 from autonomous._options import make_options
-from autonomous.testing import ScriptedModel, reply
+from autonomous.testing import ScriptedModel, done, reply
+from eventlog import Event, Lease, LeaseHolder, SessionRef, SqliteEventLog
 
-from .helpers import builder
+from .helpers import builder, memory_session
 
 pytestmark = pytest.mark.anyio
 
@@ -249,3 +253,145 @@ class TestTelemetryDetection:
         )
         expected = "['autonomous.model_call', 'autonomous.run', 'autonomous.turn']"
         assert expected == _last_line(code)
+
+
+class _CountingLog(SqliteEventLog):
+    """A SQLite log that counts its lease calls and tells when the lease is renewed."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.renewed = anyio.Event()
+        self.renewing = anyio.Event()
+        self.calls: list[str] = []
+
+    async def renew_lease(self, lease: Lease, ttl: float) -> Lease:
+        self.calls.append("renew")
+        self.renewing.set()
+        renewed = await super().renew_lease(lease, ttl)
+        self.renewed.set()
+        return renewed
+
+    async def release_lease(self, lease: Lease) -> None:
+        self.calls.append("release")
+        await super().release_lease(lease)
+
+    async def append_and_release(self, events: Sequence[Event], lease: Lease) -> list[int]:
+        self.calls.append("append_and_release")
+        return await super().append_and_release(events, lease)
+
+
+class _ProtocolOnly:
+    """A durable store with only the EventLog protocol's methods (no append_and_release)."""
+
+    durable = True
+
+    def __init__(self, inner: _CountingLog) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "append_and_release":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+def _counting_tasks(seen: list[int]) -> Any:
+    async def step(messages: object, tools: object) -> Any:
+        seen.append(len(anyio.get_running_tasks()))
+        return reply("done")
+
+    return step
+
+
+class TestKeeperStartsWhenDue:
+    async def test_a_run_that_ends_before_anything_is_due_runs_no_keeper_task(
+        self, tmp_path: Path
+    ) -> None:
+        """A durable run shorter than the first renewal and poll has the tasks of one
+        without a lease: the keeper's two start only when the first of them is due."""
+        seen: list[int] = []
+        async with SqliteEventLog(tmp_path / "l.db") as log:
+            durable = SessionRef(log, "a", "u", "s")
+            for session in (memory_session(), durable):
+                model = ScriptedModel([_counting_tasks(seen)])
+                build = builder(model, session=session)
+                result = await run_autonomous(build, "go", max_turns=1, control_poll=60)
+                assert StopReason.MAX_TURNS_EXCEEDED == result.reason
+        assert seen[0] == seen[1]
+
+    async def test_the_lease_is_renewed_first_when_that_is_due_first(self, tmp_path: Path) -> None:
+        """With a third of lease_ttl shorter than control_poll, the heartbeat starts then
+        (not at the first poll), next to the watcher; stopping ends both."""
+        seen: list[int] = []
+        stalled = anyio.Event()
+
+        async def stall(messages: object, tools: object) -> Any:
+            seen.append(len(anyio.get_running_tasks()))
+            stalled.set()
+            await anyio.sleep_forever()
+
+        async with _CountingLog(tmp_path / "l.db") as log:
+            ref = SessionRef(log, "a", "u", "s")
+            model = ScriptedModel([stall])
+            opts = {"lease_ttl": 0.3, "control_poll": 3600}
+            async with start_autonomous(builder(model, session=ref), "go", **opts) as h:
+                await stalled.wait()
+                with anyio.fail_after(5):
+                    await log.renewed.wait()
+                assert seen[0] + 2 == len(anyio.get_running_tasks())
+                await h.stop()
+            assert StopReason.CONTEXT_CANCELLED == (await h.wait()).reason
+            # Released: another holder takes the session at once.
+            await log.acquire_lease(ref.key, LeaseHolder("elsewhere", 1, "t"), 60)
+
+
+class TestLastWrite:
+    async def test_the_final_checkpoint_takes_the_lease_with_it(self, tmp_path: Path) -> None:
+        """A durable run's final checkpoint and the lease's release are one store call, and
+        the session is free once the run returns."""
+        async with _CountingLog(tmp_path / "l.db") as log:
+            ref = SessionRef(log, "a", "u", "s")
+            model = ScriptedModel([reply("one"), done("finished")])
+            result = await run_autonomous(builder(model, session=ref), "go")
+            assert StopReason.COMPLETED == result.reason
+            assert ["append_and_release"] == log.calls
+            last = (await log.read(ref.key))[-1]
+            assert "completed" == last.payload.stop_reason
+            await log.acquire_lease(ref.key, LeaseHolder("elsewhere", 1, "t"), 60)
+
+    async def test_a_store_without_it_gets_the_append_then_the_release(
+        self, tmp_path: Path
+    ) -> None:
+        """A store with the protocol's methods alone gets the final checkpoint appended, then
+        the lease released."""
+        async with _CountingLog(tmp_path / "l.db") as log:
+            ref = SessionRef(_ProtocolOnly(log), "a", "u", "s")  # type: ignore[arg-type]
+            model = ScriptedModel([done("finished")])
+            result = await run_autonomous(builder(model, session=ref), "go")
+            assert StopReason.COMPLETED == result.reason
+            assert ["release"] == log.calls
+            assert "completed" == (await log.latest_checkpoint(ref.key)).payload.stop_reason
+            await log.acquire_lease(ref.key, LeaseHolder("elsewhere", 1, "t"), 60)
+
+    async def test_a_renewal_after_our_own_release_is_not_a_lost_lease(
+        self, tmp_path: Path
+    ) -> None:
+        """The heartbeat renewing just after the final checkpoint dropped the lease finds it
+        gone; that is the run's own release, not a takeover: the run completes."""
+
+        class _Slow(_CountingLog):
+            async def append_and_release(self, events: Sequence[Event], lease: Lease) -> list[int]:
+                seqs = await super().append_and_release(events, lease)
+                self.renewing = anyio.Event()
+                with anyio.fail_after(5):  # the heartbeat renews (every 10 ms) meanwhile
+                    await self.renewing.wait()
+                return seqs
+
+        async with _Slow(tmp_path / "l.db") as log:
+            ref = SessionRef(log, "a", "u", "s")
+            model = ScriptedModel([done("finished")])
+            with structlog.testing.capture_logs() as logs:
+                result = await run_autonomous(
+                    builder(model, session=ref), "go", lease_ttl=0.03, control_poll=3600
+                )
+            assert StopReason.COMPLETED == result.reason
+            assert "lease_lost" not in [entry["event"] for entry in logs]

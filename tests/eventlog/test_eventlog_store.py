@@ -393,6 +393,42 @@ class TestLeases:
             await store.acquire_lease(A, holder("third"), ttl=30)
         assert str(holder("new")) == caught.value.holder
 
+    async def test_append_and_release_does_both(self, store: Any) -> None:
+        """append_and_release appends the batch, in order, and frees the session."""
+        mine = await store.acquire_lease(A, holder("me"), ttl=30)
+        seqs = await store.append_and_release([answer(A), checkpoint(A)], mine)
+        assert seqs == [e.seq for e in await store.read(A)]
+        assert EventKind.CHECKPOINT == (await store.latest_checkpoint(A)).kind
+        assert holder("next") == (await store.acquire_lease(A, holder("next"), ttl=30)).holder
+
+    async def test_append_and_release_leaves_another_holders_lease(self, store: Any, clock) -> None:
+        """A lease taken over meanwhile is not ours to drop: the batch lands, the new holder
+        keeps the session."""
+        old = await store.acquire_lease(A, holder("old"), ttl=30)
+        clock.advance(31)
+        await store.acquire_lease(A, holder("new"), ttl=30)
+        await store.append_and_release([checkpoint(A)], old)
+        assert 1 == len(await store.read(A))
+        with pytest.raises(SessionLocked) as caught:
+            await store.acquire_lease(A, holder("third"), ttl=30)
+        assert str(holder("new")) == caught.value.holder
+
+    async def test_append_and_release_is_all_or_nothing(self, store: Any) -> None:
+        """A batch that cannot be stored writes nothing and keeps the lease held."""
+        mine = await store.acquire_lease(A, holder("me"), ttl=30)
+        bad = Event(key=A, kind=EventKind.CHECKPOINT, payload=Note("not a checkpoint"))
+        with pytest.raises(TypeError):
+            await store.append_and_release([user(A), bad], mine)
+        assert [] == await store.read(A)
+        with pytest.raises(SessionLocked):
+            await store.acquire_lease(A, holder("other"), ttl=30)
+
+    async def test_append_and_release_of_nothing_releases(self, store: Any) -> None:
+        """An empty batch appends nothing and still frees the session."""
+        mine = await store.acquire_lease(A, holder("me"), ttl=30)
+        assert [] == await store.append_and_release([], mine)
+        assert holder("next") == (await store.acquire_lease(A, holder("next"), ttl=30)).holder
+
     @pytest.mark.parametrize("ttl", [0, -1.0])
     async def test_ttl_must_be_positive(self, store: EventLog, ttl: float) -> None:
         """A lease for no time at all is a misuse."""
