@@ -204,12 +204,19 @@ class TurnRunner:
 
     async def _answered(self, response: ModelResponse, turn: int, cost: float) -> None:
         """Record the answer: in the conversation, then in the log with what came before it
-        (one append per model call, before any of its tools runs); log and report it."""
+        (one append per model call, before any of its tools runs); log and report it.
+
+        The turn's last answer (no tool calls) is left for the checkpoint that follows it,
+        and goes in with it, one commit for both, when nothing that could wait runs in
+        between: no progress reader, whose events would come first. Only synchronous
+        bookkeeping separates the two then.
+        """
         u = response.usage
         model_name = response.model or self.model.name
         conv = self.conv
         conv.add_answer(response, turn, cost)
-        await conv.log.append(conv.take_pending())
+        if response.tool_calls or self.hub.active:
+            await conv.log.append(conv.take_pending())
         if self._info:
             self.log.info(
                 "model_call",

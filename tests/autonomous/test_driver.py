@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 
 import anyio
@@ -10,6 +11,7 @@ import pytest
 from autonomous import (
     ConfigurationError,
     GateWouldDeadlock,
+    ModelCalled,
     ModelCallLimit,
     ModelError,
     RetryDecision,
@@ -18,7 +20,7 @@ from autonomous import (
     run_autonomous,
 )
 from autonomous.testing import FakeClock, ScriptedModel, call, calls, done, reply
-from eventlog import EventKind
+from eventlog import Event, EventKind, SessionRef
 from permissions import Gate, Mode
 from usage import Pricing, Tracker
 
@@ -302,6 +304,35 @@ class TestEventLog:
         ]
         assert (3, "continue") == (cps[-1].model_calls, cps[-1].next_prompt)
 
+    async def test_the_turns_last_answer_goes_in_with_the_checkpoint(self) -> None:
+        """An answer with tool calls is appended before its tools run; the turn's last
+        answer goes in with the checkpoint after it: one commit per model call."""
+        ref = memory_session()
+        batches = _record_batches(ref)
+        model = ScriptedModel([call("tick", {"n": 1}), reply("a"), reply("b")])
+        await run_autonomous(builder(model, tools=[TICK], session=ref), "go", max_turns=2)
+        assert [
+            ["user_message", "assistant_message"],
+            ["tool_result", "assistant_message", "checkpoint"],
+            ["user_message", "assistant_message", "checkpoint"],
+        ] == batches
+
+    async def test_with_a_progress_reader_the_answer_is_logged_before_it_is_reported(
+        self,
+    ) -> None:
+        """A progress callback hears of the turn's last answer only once it is in the log."""
+        ref = memory_session()
+        logged: list[list[str]] = []
+
+        async def progress(turn: int, event: object) -> None:
+            if isinstance(event, ModelCalled):
+                logged.append(await kinds(ref.log, ref))
+
+        model = ScriptedModel([reply("a")])
+        await run_autonomous(builder(model, session=ref), "go", max_turns=1, progress=progress)
+        assert [["user_message", "assistant_message"]] == logged
+        assert ["user_message", "assistant_message", "checkpoint"] == await kinds(ref.log, ref)
+
     async def test_a_failed_turn_before_a_budget_exit_keeps_its_own_checkpoint(self) -> None:
         """A turn that failed (and was skipped) still writes its turn_failed checkpoint."""
         ref = memory_session()
@@ -317,6 +348,19 @@ class TestEventLog:
         assert [(True, None), (False, "max_turns_exceeded")] == [
             (c.turn_failed, c.stop_reason) for c in cps
         ]
+
+
+def _record_batches(ref: SessionRef) -> list[list[str]]:
+    """The kinds of each batch appended to ``ref``'s log from now on."""
+    batches: list[list[str]] = []
+    append = ref.log.append
+
+    async def recording(events: Sequence[Event]) -> list[int]:
+        batches.append([str(e.kind) for e in events])
+        return await append(events)
+
+    ref.log.append = recording  # type: ignore[method-assign]
+    return batches
 
 
 class TestMisuse:
