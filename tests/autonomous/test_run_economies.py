@@ -30,7 +30,7 @@ from autonomous._options import make_options
 from autonomous.testing import ScriptedModel, done, reply
 from eventlog import Event, Lease, LeaseHolder, SessionRef, SqliteEventLog
 
-from .helpers import builder, memory_session
+from .helpers import builder, checkpoints, memory_session
 
 pytestmark = pytest.mark.anyio
 
@@ -83,8 +83,7 @@ class TestStartedContext:
                 pass
 
     async def test_the_bodys_error_comes_out_and_the_run_stops(self) -> None:
-        """An error in the block comes out of it (in the task group's group) once the run is
-        stopped."""
+        """An error in the block comes out of it as itself, once the run is stopped."""
         gate = anyio.Event()
 
         async def blocked(messages: object, tools: object) -> Any:
@@ -92,13 +91,45 @@ class TestStartedContext:
             return reply("late")
 
         started = start_autonomous(builder(ScriptedModel([blocked])), "go", max_turns=1)
-        with pytest.raises(ExceptionGroup) as info:
+        with pytest.raises(LookupError, match="from the body"):
             async with started as handle:
                 await handle.ready()
                 raise LookupError("from the body")
-        assert info.group_contains(LookupError, match="from the body")
         assert AutonomousStatus.STOPPED == handle.status
         assert StopReason.CONTEXT_CANCELLED == (await handle.wait()).reason
+
+    async def test_the_callers_cancellation_stops_the_run_and_goes_on(self) -> None:
+        """A deadline around the block cancels the block; the run is stopped, its final
+        checkpoint written, and the cancellation goes on out of the block."""
+        ref = memory_session()
+        started_call = anyio.Event()
+
+        async def hang(messages: object, tools: object) -> Any:
+            started_call.set()
+            await anyio.sleep_forever()
+
+        model = ScriptedModel([hang])
+        with anyio.move_on_after(5) as scope:
+            async with start_autonomous(builder(model, session=ref), "go") as handle:
+                await started_call.wait()
+                scope.cancel()
+                await anyio.sleep_forever()
+        assert scope.cancelled_caught
+        assert AutonomousStatus.STOPPED == handle.status
+        assert "context_cancelled" == (await checkpoints(ref))[-1].stop_reason
+
+    async def test_the_runs_task_has_ended_when_the_block_is_left(self) -> None:
+        """Leaving the block waits for the run's task itself, not only for its result."""
+
+        async def slow(messages: object, tools: object) -> Any:
+            await anyio.sleep_forever()
+
+        async with start_autonomous(builder(ScriptedModel([slow])), "go", max_turns=1) as h:
+            await h.ready()
+            tasks = {t.name for t in anyio.get_running_tasks()}
+        assert "autonomous run" in tasks
+        assert "autonomous run" not in {t.name for t in anyio.get_running_tasks()}
+        assert StopReason.CONTEXT_CANCELLED == (await h.wait()).reason
 
     async def test_a_build_failure_is_raised_by_wait_not_by_leaving(self) -> None:
         """The run's own failure comes from wait(); leaving the block raises nothing."""
