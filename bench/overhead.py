@@ -9,7 +9,7 @@ round, so that the machine's drift falls on all of them alike; the "x" columns a
 the ratios taken round by round. Also: commits and bytes written per model call with SQLite, and
 memory per run with 1,000 concurrent runs of 5 calls each.
 
-    python bench/overhead.py            # the full run (about a minute)
+    python bench/overhead.py            # the full run (about a minute and a half)
     python bench/overhead.py --quick    # fewer repetitions
 """
 
@@ -268,7 +268,7 @@ async def bench_memory(runs: int, with_handle: bool) -> float:
 
 async def main(quick: bool) -> None:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))
-    repeats = 5 if quick else 15
+    repeats = 5 if quick else 45
     print(f"python {sys.version.split()[0]}; median of {repeats} runs; microseconds per model call")
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
