@@ -42,187 +42,26 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import anyio
-import attrs
 import structlog
+from resume_history import APP, CHECK, HISTORY_TURNS, USER, Built, build_session
 
-from autonomous import Agent, function_tool, resume_autonomous, send_inject, start_autonomous
+from autonomous import Agent, resume_autonomous, send_inject, start_autonomous
 from autonomous._restore import restore
 from autonomous.testing import ScriptedModel, call, reply
 from eventlog import (
-    AssistantMessage,
-    Checkpoint,
-    Event,
     EventKind,
     EventLog,
-    InboxDelivered,
-    InboxQueued,
     LeaseHolder,
     MemoryEventLog,
     SessionKey,
     SessionRef,
     SqliteEventLog,
-    ToolCallRecord,
-    ToolResult,
-    UserMessage,
 )
 from scheduler import SleepScheduler
-
-APP, USER = "bench", "ops"
-GOAL = (
-    "Watch the disk usage of the build fleet. Every check, read the usage of each volume, "
-    "compare it with the previous reading, and report any volume above 85% or growing faster "
-    "than 2% an hour; otherwise schedule the next check."
-)
-BATCH = 2000  # events per append while building a session
-INBOX_EVERY = 50  # turns between injects in the built history
-HISTORY_TURNS = 20
-
-
-async def check_disks(host: str) -> str:
-    """Read the disk usage of ``host``."""
-    return f"{host}: /=41% /var=63% /data=77%"
-
-
-CHECK = function_tool(check_disks)
-
-
-# ---- building a session -----------------------------------------------------------------
-
-
-@attrs.frozen
-class Built:
-    """A session written to a file: its key, size and where it stopped."""
-
-    key: SessionKey
-    events: int
-    turns: int
-
-
-def _tool_output(turn: int) -> str:
-    rows = [
-        f"build-{h:02d}: /=4{h % 10}% /var=6{(h + turn) % 10}% /data=7{turn % 10}%"
-        for h in range(8)
-    ]
-    return "\n".join(rows)
-
-
-def _turn_events(key: SessionKey, turn: int, totals: list[float], *, inbox: bool) -> list[Event]:
-    """One finished turn as the loop writes it (an inject queued before it and delivered in it
-    when ``inbox``). ``totals`` is [input, output, cost, calls], updated in place."""
-    out: list[Event] = []
-    prompt = GOAL if turn == 1 else "Check the disks again and compare with the last reading."
-    if inbox:
-        mid = f"inbox-{turn}"
-        text = f"volume /data on build-0{turn % 8} was cleaned at {turn} h, re-check it"
-        out.append(Event.create(key, InboxQueued(mid, text), author="remote"))
-        prompt = f"[Inbox]\n- {text}\n\n{prompt}"
-    call_id = f"call-{turn}"
-    in1, in2 = 900 + 40 * min(turn, HISTORY_TURNS), 1300 + 40 * min(turn, HISTORY_TURNS)
-    out += [
-        Event.create(key, UserMessage(prompt, turn), author="autonomous"),
-        Event.create(
-            key,
-            AssistantMessage(
-                "",
-                turn,
-                (ToolCallRecord(call_id, "check_disks", '{"host": "build-fleet"}'),),
-                model="scripted",
-                input_tokens=in1,
-                output_tokens=30,
-                cost_usd=in1 * 2.5e-6 + 30 * 1e-5,
-            ),
-            author="autonomous",
-        ),
-        Event.create(
-            key, ToolResult(call_id, "check_disks", _tool_output(turn), turn), author="autonomous"
-        ),
-        Event.create(
-            key,
-            AssistantMessage(
-                f"Turn {turn}: all volumes below 85%; /data on build-0{turn % 8} grew 0.{turn % 10}% "
-                "since the last check, within the normal range. Nothing to report.",
-                turn,
-                model="scripted",
-                input_tokens=in2,
-                output_tokens=60,
-                cost_usd=in2 * 2.5e-6 + 60 * 1e-5,
-            ),
-            author="autonomous",
-        ),
-    ]
-    if inbox:
-        out.append(Event.create(key, InboxDelivered((f"inbox-{turn}",), turn), author="autonomous"))
-    totals[0] += in1 + in2
-    totals[1] += 90
-    totals[2] += (in1 + in2) * 2.5e-6 + 90 * 1e-5
-    totals[3] += 2
-    out.append(Event.create(key, _checkpoint(turn, totals, None), author="autonomous"))
-    return out
-
-
-def _checkpoint(
-    turn: int,
-    totals: list[float],
-    stop_reason: str | None,
-    *,
-    wake: datetime | None = None,
-    inbox_from: int = 0,
-    next_prompt: str = "continue",
-) -> Checkpoint:
-    return Checkpoint(
-        turns=turn,
-        input_tokens=int(totals[0]),
-        output_tokens=int(totals[1]),
-        cost_usd=totals[2],
-        next_prompt=next_prompt,
-        stop_reason=stop_reason,
-        next_wake_at=wake,
-        model_calls=int(totals[3]),
-        goal=GOAL,
-        inbox_from_seq=inbox_from,
-    )
-
-
-async def build_session(path: Path, target_events: int, session_id: str) -> Built:
-    """Append a session of about ``target_events`` events to the log at ``path``.
-
-    Its last turn scheduled a wake (now past) and exited ``deferred``; an inject that arrived
-    during that turn is still undelivered (the checkpoint's ``inbox_from_seq`` points at it).
-    """
-    key = SessionKey(APP, USER, session_id)
-    totals = [0.0, 0.0, 0.0, 0.0]
-    written = 0
-    turn = 0
-    async with SqliteEventLog(path) as log:
-        pending: list[Event] = []
-        while written + len(pending) + 12 < target_events:  # room for the last turn (~7 events)
-            turn += 1
-            pending += _turn_events(key, turn, totals, inbox=turn % INBOX_EVERY == 0)
-            if len(pending) >= BATCH:
-                await log.append(pending)
-                written += len(pending)
-                pending = []
-        # The last turn: it asked to be woken in 10 minutes; an inject arrived while it ran.
-        turn += 1
-        last = _turn_events(key, turn, totals, inbox=False)[:-1]  # its checkpoint comes below
-        late = Event.create(
-            key, InboxQueued("late-1", "the /data alert on build-03 fired"), author="remote"
-        )
-        seqs = await log.append([*pending, *last, late])
-        written += len(seqs)
-        wake = datetime.now(UTC) - timedelta(minutes=1)
-        cp = _checkpoint(
-            turn, totals, "deferred", wake=wake, inbox_from=seqs[-1], next_prompt="Check the disks."
-        )
-        await log.append([Event.create(key, cp, author="autonomous")])
-        written += 1
-    return Built(key, written, turn)
-
 
 # ---- resume latency ---------------------------------------------------------------------
 
@@ -456,84 +295,88 @@ def _parts(key: SessionKey) -> tuple[str, str, str]:
 async def main(quick: bool, profile: bool) -> None:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))
     sizes = (100, 10_000) if quick else (100, 10_000, 100_000)
-    repeats = 5 if quick else 15
-    wake_repeats = 20 if quick else 40
     print(
         f"python {sys.version.split()[0]}; command: python bench/resume.py"
         + (" --quick" if quick else "")
     )
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
-        print(f"\nresume latency, SqliteEventLog, median of {repeats} fresh opens, milliseconds")
-        print(
-            f"{'events':>8} {'turns':>6} {'open':>6} {'lease':>6} {'ckpt':>6} {'restore':>8}"
-            f" {'total':>7} {'p90':>7} {'msgs':>5} {'all-hist':>9} {'msgs':>6}"
-        )
-        built_by_size: dict[int, Built] = {}
-        results: dict[int, dict[str, Any]] = {}
-        for size in sizes:
-            path = tmp / f"session-{size}.db"  # one session per file: the file grows with it
-            started = time.perf_counter()
-            built = await build_session(path, size, f"disk-{size}")
-            built_by_size[size] = built
-            build_s = time.perf_counter() - started
-            whole_repeats = repeats if built.events <= 10_000 else max(3, repeats // 5)
-            r = results[size] = await bench_resume(path, built, repeats, whole_repeats)
-            print(
-                f"{built.events:>8,} {built.turns:>6,} {r['open']:>6.2f} {r['lease']:>6.2f}"
-                f" {r['ckpt']:>6.2f} {r['restore']:>8.2f} {r['total']:>7.2f} {r['total_p90']:>7.2f}"
-                f" {r['messages']:>5} {r['whole']:>9.1f} {r['whole_messages']:>6,}"
-                f"   (built in {build_s:.1f} s)"
-            )
-        print(
-            f"  (one session per file; restore and total load the last {HISTORY_TURNS} turns,"
-            " all-hist the whole history: history_turns=0; msgs: messages in the first model call)"
-        )
-        small, big = results[sizes[0]], results[sizes[-1]]
-        print(
-            f"  growth {sizes[-1]:,} vs {sizes[0]} events: lease x{big['lease'] / small['lease']:.2f},"
-            f" ckpt x{big['ckpt'] / small['ckpt']:.2f}, restore x{big['restore'] / small['restore']:.2f},"
-            f" total x{big['total'] / small['total']:.2f}"
-        )
-        if sizes[-1] >= 100_000:
-            print(f"  target: total < 100 ms at 100,000 events: {big['total']:.1f} ms")
-
-        print(
-            f"\ninject-to-wake latency while SleepScheduler sleeps, {wake_repeats} wakes, milliseconds"
-        )
-        print(f"{'path':<46} {'median':>8} {'p90':>8} {'max':>8}")
-        cases: list[tuple[str, Callable[[], Awaitable[list[float]]]]] = [
-            ("handle.inject, MemoryEventLog", lambda: bench_wake(MemoryEventLog(), wake_repeats)),
-            ("handle.inject, SqliteEventLog", lambda: _with_sqlite(tmp / "wake.db", wake_repeats)),
-            (
-                "send_inject, 2nd connection, control_poll=0.05",
-                lambda: _with_sqlite(tmp / "wake.db", wake_repeats, remote=True, poll=0.05),
-            ),
-            (
-                "send_inject, 2nd connection, control_poll=0.5",
-                lambda: _with_sqlite(
-                    tmp / "wake.db", max(10, wake_repeats // 2), remote=True, poll=0.5
-                ),
-            ),
-        ]
-        for n, (name, run) in enumerate(cases):
-            lat = await run()
-            if n == 0:
-                memory_median = statistics.median(lat) * 1e3
-            print(
-                f"{name:<46} {statistics.median(lat) * 1e3:>8.2f} {_p90(lat) * 1e3:>8.2f}"
-                f" {max(lat) * 1e3:>8.2f}   (n={len(lat)})"
-            )
-        print(f"  target: handle.inject median < 10 ms: {memory_median:.2f} ms (MemoryEventLog)")
+        built = await report_resume(tmp, sizes, repeats=5 if quick else 15)
+        await report_wake(tmp, repeats=20 if quick else 40)
         if profile:
-            size = max(built_by_size)
+            size = max(built)
             path = tmp / f"session-{size}.db"
             for turns, runs in ((HISTORY_TURNS, 10), (0, 1)):
                 print(
-                    f"\ncProfile of {runs} resume(s) of the {built_by_size[size].events:,}-event"
+                    f"\ncProfile of {runs} resume(s) of the {built[size].events:,}-event"
                     f" session, history_turns={turns}"
                 )
-                print(await profile_resume(path, built_by_size[size], turns, runs))
+                print(await profile_resume(path, built[size], turns, runs))
+
+
+async def report_resume(tmp: Path, sizes: Sequence[int], repeats: int) -> dict[int, Built]:
+    """Print the resume table (one session per size, each in its own file); the sessions."""
+    print(f"\nresume latency, SqliteEventLog, median of {repeats} fresh opens, milliseconds")
+    print(
+        f"{'events':>8} {'turns':>6} {'open':>6} {'lease':>6} {'ckpt':>6} {'restore':>8}"
+        f" {'total':>7} {'p90':>7} {'msgs':>5} {'all-hist':>9} {'msgs':>6}"
+    )
+    built_by_size: dict[int, Built] = {}
+    results: dict[int, dict[str, Any]] = {}
+    for size in sizes:
+        path = tmp / f"session-{size}.db"  # one session per file: the file grows with it
+        started = time.perf_counter()
+        built = built_by_size[size] = await build_session(path, size, f"disk-{size}")
+        build_s = time.perf_counter() - started
+        whole_repeats = repeats if built.events <= 10_000 else max(3, repeats // 5)
+        r = results[size] = await bench_resume(path, built, repeats, whole_repeats)
+        print(
+            f"{built.events:>8,} {built.turns:>6,} {r['open']:>6.2f} {r['lease']:>6.2f}"
+            f" {r['ckpt']:>6.2f} {r['restore']:>8.2f} {r['total']:>7.2f} {r['total_p90']:>7.2f}"
+            f" {r['messages']:>5} {r['whole']:>9.1f} {r['whole_messages']:>6,}"
+            f"   (built in {build_s:.1f} s)"
+        )
+    print(
+        f"  (one session per file; restore and total load the last {HISTORY_TURNS} turns,"
+        " all-hist the whole history: history_turns=0; msgs: messages in the first model call)"
+    )
+    small, big = results[sizes[0]], results[sizes[-1]]
+    print(
+        f"  growth {sizes[-1]:,} vs {sizes[0]} events: lease x{big['lease'] / small['lease']:.2f},"
+        f" ckpt x{big['ckpt'] / small['ckpt']:.2f}, restore x{big['restore'] / small['restore']:.2f},"
+        f" total x{big['total'] / small['total']:.2f}"
+    )
+    if sizes[-1] >= 100_000:
+        print(f"  target: total < 100 ms at 100,000 events: {big['total']:.1f} ms")
+    return built_by_size
+
+
+async def report_wake(tmp: Path, repeats: int) -> None:
+    """Print the inject-to-wake table: through the handle, then from another connection."""
+    print(f"\ninject-to-wake latency while SleepScheduler sleeps, {repeats} wakes, milliseconds")
+    print(f"{'path':<46} {'median':>8} {'p90':>8} {'max':>8}")
+    db = tmp / "wake.db"
+    cases: list[tuple[str, Callable[[], Awaitable[list[float]]]]] = [
+        ("handle.inject, MemoryEventLog", lambda: bench_wake(MemoryEventLog(), repeats)),
+        ("handle.inject, SqliteEventLog", lambda: _with_sqlite(db, repeats)),
+        (
+            "send_inject, 2nd connection, control_poll=0.05",
+            lambda: _with_sqlite(db, repeats, remote=True, poll=0.05),
+        ),
+        (
+            "send_inject, 2nd connection, control_poll=0.5",
+            lambda: _with_sqlite(db, max(10, repeats // 2), remote=True, poll=0.5),
+        ),
+    ]
+    medians = []
+    for name, run in cases:
+        lat = await run()
+        medians.append(statistics.median(lat) * 1e3)
+        print(
+            f"{name:<46} {medians[-1]:>8.2f} {_p90(lat) * 1e3:>8.2f}"
+            f" {max(lat) * 1e3:>8.2f}   (n={len(lat)})"
+        )
+    print(f"  target: handle.inject median < 10 ms: {medians[0]:.2f} ms (MemoryEventLog)")
 
 
 async def _with_sqlite(
