@@ -103,11 +103,11 @@ class SessionKeeper:
             self._tasks.cancel_scope.cancel()
             self._tasks = None
 
-    async def heartbeat(self, first: float | None = None) -> None:
+    async def heartbeat(self, first: float) -> None:
         """Renew the lease (first after ``first`` seconds) until cancelled; a lost lease
         stops the run."""
         every = self.opts.lease_ttl / 3
-        delay = every if first is None else first
+        delay = first
         while True:
             await anyio.sleep(delay)
             delay = every
@@ -128,10 +128,10 @@ class SessionKeeper:
                 if self.lease is not None:
                     self.lease = renewed
 
-    async def watch(self, first: float | None = None) -> None:
+    async def watch(self, first: float) -> None:
         """Poll the log (first after ``first`` seconds) for inbox messages and control
         requests from other processes."""
-        delay = self.opts.control_poll if first is None else first
+        delay = first
         while True:
             await anyio.sleep(delay)
             delay = self.opts.control_poll
