@@ -51,12 +51,16 @@ class Conversation:
         self.goal = ""
         self._trimmed = False
 
-    def load(self, history: list[Message]) -> None:
-        """Put a resumed session's history (already windowed) after the system message."""
+    def load(self, history: list[Message], *, unfinished: int = 0) -> None:
+        """Put a resumed session's history (already windowed) after the system message.
+
+        Its last ``unfinished`` messages are the committed prefix of a turn the resumed run
+        goes on with: they are the current turn's (a failed attempt cuts them too).
+        """
         self.messages[self._base :] = history
         self._starts = [i + self._base for i, m in enumerate(history) if m.get("role") == "user"]
-        self._turn_start = len(self.messages)
         self._trim()
+        self._turn_start = len(self.messages) - unfinished
 
     def _trim(self) -> None:
         """Keep only the newest ``window`` turns; the goal stays in the system message."""
@@ -102,8 +106,12 @@ class Conversation:
         """Drop buffered events (a run that lost its lease writes nothing more)."""
         self._pending = []
 
-    def begin_turn(self, prompt: str, turn: int) -> None:
-        """Start a turn: remember where it began and add its prompt (trimming old turns)."""
+    def begin_turn(self, prompt: str, turn: int, inbox_ids: tuple[str, ...] = ()) -> None:
+        """Start a turn: remember where it began and add its prompt (trimming old turns).
+
+        ``inbox_ids`` names the inbox messages in the prompt: a resume that goes on with this
+        turn knows that the model has seen them.
+        """
         if not self.goal:
             self.goal = prompt
         self._trim()
@@ -111,7 +119,26 @@ class Conversation:
         if self.window:
             self._starts.append(self._turn_start)
         self.messages.append({"role": "user", "content": prompt})
-        self.record(UserMessage(text=prompt, turn=turn))
+        self.record(UserMessage(text=prompt, turn=turn, inbox_ids=inbox_ids))
+
+    def open_calls(self) -> list[tuple[str, str]]:
+        """The (id, name) of the current turn's tool calls that have no result yet, in order."""
+        waiting: dict[str, str] = {}
+        for message in self.messages[self._turn_start :]:
+            if message["role"] == "assistant":
+                waiting = {c["id"]: c["function"]["name"] for c in message.get("tool_calls") or ()}
+            elif message["role"] == "tool":
+                waiting.pop(message.get("tool_call_id", ""), None)
+        return list(waiting.items())
+
+    def answer_open_calls(self, content: str, turn: int) -> int:
+        """Answer every open tool call of the current turn with ``content`` (outcome
+        ``interrupted``), so that what the log closes is a conversation a provider accepts;
+        how many there were."""
+        calls = self.open_calls()
+        for call_id, name in calls:
+            self.add_tool_result(call_id, name, content, "interrupted", turn)
+        return len(calls)
 
     def abandon_turn(self) -> None:
         """Cut a failed attempt's messages so the model never sees half a turn."""

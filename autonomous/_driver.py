@@ -62,17 +62,19 @@ def start_autonomous(
 
 
 async def resume_autonomous(
-    build: Callable[..., Any], ref: SessionRef, **options: Any
+    build: Callable[..., Any], ref: SessionRef, *, force: bool = False, **options: Any
 ) -> RunResult:
     """Continue a session from its latest checkpoint, budgets carried forward.
 
     ``build(extra_tools, session_id)`` must return an Agent on that session. Takes the
     session lease first (:class:`eventlog.SessionLocked` when another live holder has it).
+    A session that completed returns its stored result at once; so does one that was stopped
+    on purpose (``context_cancelled``, status ``stopped``) unless ``force=True``.
     """
     if not isinstance(ref, SessionRef):
         raise ConfigurationError(f"resume_autonomous needs a SessionRef, got {ref!r}")
     opts = _prepare(build, "resume", options)
-    return await Run(build, "", opts, resume=ref).execute()
+    return await Run(build, "", opts, resume=ref, force=force).execute()
 
 
 class _Started:

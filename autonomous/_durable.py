@@ -136,13 +136,16 @@ class SessionKeeper:
             await anyio.sleep(delay)
             delay = self.opts.control_poll
             try:
-                events = await self.log.read(self.key, after_seq=self.seen, kinds=_WATCH_KINDS)
+                await self.poll()
             except EventLogError as exc:  # a read can fail for a moment; the next poll retries
                 _log.warning("control_poll_failed", error=type(exc).__name__)
-                continue
-            for event in events:
-                self.seen = max(self.seen, event.seq)
-                self.run.apply_remote(event)
+
+    async def poll(self) -> None:
+        """Read the inbox and control events appended since the last read, and obey them."""
+        events = await self.log.read(self.key, after_seq=self.seen, kinds=_WATCH_KINDS)
+        for event in events:
+            self.seen = max(self.seen, event.seq)
+            self.run.apply_remote(event)
 
     async def append_last(self, events: list[Event]) -> list[int]:
         """Append the run's last events, and drop the lease with them when the store can.
@@ -201,9 +204,13 @@ def apply_restored(run: Run, restored: Restored) -> None:
         run.inbox.add(message)
     if restored.paused:
         run.paused = True
+    if restored.woken:  # a wake request sent while the session slept ends the wait
+        run.next_wake_at = None
+    run.resumed_turn = restored.unfinished
     assert run.conv is not None
     run.conv.goal = run.goal
-    run.conv.load(restored.history)
+    unfinished = restored.unfinished
+    run.conv.load(restored.history, unfinished=unfinished.length if unfinished else 0)
 
 
 def describe(restored: Restored) -> dict[str, Any]:
@@ -213,4 +220,6 @@ def describe(restored: Restored) -> dict[str, Any]:
         "turns": restored.totals.turns,
         "history_messages": len(restored.history),
         "pending_inbox": len(restored.pending),
+        "unfinished_turn": restored.unfinished is not None,
+        "open_calls": len(restored.unfinished.calls) if restored.unfinished else 0,
     }

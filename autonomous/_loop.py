@@ -12,7 +12,7 @@ import attrs
 
 from eventlog import EventLogError, InboxDelivered
 from permissions import Caller
-from scheduler import Defer, ScheduleEvent
+from scheduler import Defer
 
 from ._agent import Agent
 from ._callers import to_caller
@@ -58,20 +58,25 @@ async def run_loop(run: Run, agent: Agent) -> RunResult:
     )
     run.log.info("run_started", max_turns=run.opts.max_turns)
     while True:
-        reason = turn_budget(run.opts, run.tally.totals, run.elapsed())
+        reason = _budget(run)
         if reason is not None:
             return await run._exit(reason)
         await anyio.lowlevel.checkpoint()
-        turn = run.tally.totals.turns + 1
+        turn = _next_turn(run)
         aborted = await _supervise(run, turn)
         if aborted is not None:
             return aborted
         hook_error = await _before_turn(run, turn)
         if hook_error is not None:
             return await run._exit(StopReason.RETRY_POLICY_ABORTED, hook_error)
+        if run.paused and run.resumed_turn is None:
+            await run._checkpoint(None)  # says paused, to readers of the log
         if not await run._park(turn, run.opts.pause_max):
             why = f"paused longer than pause_max={run.opts.pause_max:g} s"
             return await run._exit(StopReason.ABORTED, why=why)
+        reason = _budget(run)  # time passed while parked: a cap may have been reached
+        if reason is not None:
+            return await run._exit(reason)
         with run.telemetry.turn_span(turn):
             run.telemetry.count_turn()
             step = await _turn(run, runner, turn)
@@ -81,6 +86,28 @@ async def run_loop(run: Run, agent: Agent) -> RunResult:
             finished = await _wait(run, step)
             if finished is not None:
                 return finished
+
+
+def _budget(run: Run) -> StopReason | None:
+    """The budget that ends the run before the next turn; a run whose done tool was called
+    ends ``completed`` when no budget is left for the turn that delivers its inbox."""
+    reason = turn_budget(run.opts, run.tally.totals, run.elapsed())
+    if reason is not None and run.finishing:
+        return StopReason.COMPLETED
+    if (
+        reason is StopReason.MAX_TURNS_EXCEEDED
+        and run.resumed_turn is not None
+        and run.tally.totals.turns == run.opts.max_turns
+    ):
+        return None  # the unfinished turn is counted already: going on with it starts none
+    return reason
+
+
+def _next_turn(run: Run) -> int:
+    """The number of the turn about to run (a resumed, unfinished turn keeps its own)."""
+    if run.resumed_turn is not None:
+        return run.resumed_turn.turn
+    return run.tally.totals.turns + 1
 
 
 async def _before_turn(run: Run, turn: int) -> BaseException | None:
@@ -121,13 +148,19 @@ async def _turn(run: Run, runner: TurnRunner, turn: int) -> Step:
     control = run.control_tools()
     control.reset()
     run._turn_error = None
-    batch = run.inbox.snapshot()
-    caller = _turn_caller(batch)
     base_prompt = run.next_prompt
-    run.tally.totals = run.tally.totals.add_turn()
-    prompt = inbox_block(batch, base_prompt)
-    run.conv.begin_turn(f"{run.steer}\n\n{prompt}" if run.steer else prompt, turn)
-    run.log.info("turn_started", turn=turn, inbox=len(batch))
+    resumed, run.resumed_turn = run.resumed_turn, None
+    if resumed is not None:  # its prompt and answers are in the conversation already
+        batch = tuple(m for m in run.inbox.snapshot() if m.message_id in resumed.inbox_ids)
+        runner.resume_with(resumed.calls, resumed.first_index)
+    else:
+        batch = run.inbox.snapshot()
+        run.tally.totals = run.tally.totals.add_turn()
+        prompt = inbox_block(batch, base_prompt)
+        ids = tuple(m.message_id for m in batch)
+        run.conv.begin_turn(f"{run.steer}\n\n{prompt}" if run.steer else prompt, turn, ids)
+    caller = _turn_caller(batch)
+    run.log.info("turn_started", turn=turn, inbox=len(batch), resumed=resumed is not None)
     if run.hub.active:
         await run.hub.emit(turn, TurnStarted(turn, run.failed_attempts + 1))
     budget: StopReason | None = None
@@ -162,6 +195,7 @@ async def _settle(
     control = run.control_tools()
     done, schedule = control.done, control.schedule
     decision: RetryDecision | None = None
+    run.last_turn_failed = error is not None and done is None
     if error is not None and done is None:
         run.failed_attempts += 1
         run._turn_error = error
@@ -183,6 +217,9 @@ async def _settle(
     )
     if budget is not None and done is None:
         step = Finish(budget)
+    step = await _deliver_before_done(run, step, batch)
+    if isinstance(step, Wait):
+        step = _clamped(run, step)
     succeeded = error is None or done is not None
     if succeeded:
         run.failed_attempts = 0
@@ -209,8 +246,44 @@ async def _settle(
     if isinstance(step, Finish) or (succeeded and _exits_next(run, step)):
         return step  # the exit's checkpoint, written next, closes this turn too
     wake = step.schedule.wake_at if isinstance(step, Wait) else None
-    await run._checkpoint(None, turn_failed=not succeeded, next_wake_at=wake)
+    await run._checkpoint(None, next_wake_at=wake)
     return step
+
+
+async def _deliver_before_done(run: Run, step: Step, batch: tuple[InboxMessage, ...]) -> Step:
+    """Turn a completion into one more turn when inbox messages wait that the model has not
+    seen and the budgets allow it: a message acknowledged before the end is never dropped.
+
+    After that turn the run completes (the done tool was called already), whatever the turn
+    did, unless more messages came and the budgets still allow another.
+    """
+    if run.finishing and not isinstance(step, Retry):
+        step = Finish(StopReason.COMPLETED)
+    if not (isinstance(step, Finish) and step.reason is StopReason.COMPLETED):
+        return step
+    await run.poll_inbox()
+    seen = {m.message_id for m in batch}
+    waiting = [m for m in run.inbox.snapshot() if m.message_id not in seen]
+    if not waiting or turn_budget(run.opts, run.tally.totals, run.elapsed()) is not None:
+        return step
+    run.finishing = True
+    done = run.opts.done_tool_name
+    return Continue(
+        f"New messages arrived after you called {done}. Act on them if they need it, "
+        f"then call {done} again."
+    )
+
+
+def _clamped(run: Run, step: Wait) -> Wait:
+    """``step`` with its wake time held to ``max_defer``: before the checkpoint records it."""
+    now = run.opts.clock.now()
+    wake_at, clamped = clamp_wake(step.schedule.wake_at, now, run.opts.max_defer)
+    if not clamped:
+        return step
+    run.log.warning(
+        "wake_clamped", requested=step.schedule.wake_at.isoformat(), wake_at=wake_at.isoformat()
+    )
+    return attrs.evolve(step, schedule=attrs.evolve(step.schedule, wake_at=wake_at))
 
 
 def _exits_next(run: Run, step: Step) -> bool:
@@ -234,17 +307,8 @@ def _retry_decision(run: Run, error: BaseException, attempt: int) -> RetryDecisi
 
 async def _wait(run: Run, step: Wait) -> RunResult | None:
     assert run.opts.scheduler is not None
-    now = run.opts.clock.now()
-    wake_at, clamped = clamp_wake(step.schedule.wake_at, now, run.opts.max_defer)
-    if clamped:
-        run.log.warning(
-            "wake_clamped",
-            requested=step.schedule.wake_at.isoformat(),
-            wake_at=wake_at.isoformat(),
-        )
-    event = ScheduleEvent(
-        wake_at, step.schedule.next_prompt, step.schedule.detail, step.schedule.turn
-    )
+    event = step.schedule  # clamped to max_defer already, before its checkpoint
+    wake_at = event.wake_at
     run.next_wake_at = wake_at
     run._set_idle(True)
     try:

@@ -7,11 +7,20 @@ resumed (an inject is delivered, a stop or pause is honoured at start).
 
 from __future__ import annotations
 
-from eventlog import Control, Event, EventLog, InboxQueued, SessionKey, new_event_id
+from eventlog import (
+    Control,
+    Event,
+    EventLog,
+    InboxQueued,
+    SessionFinished,
+    SessionKey,
+    new_event_id,
+)
 from permissions import Caller
 
 from ._callers import to_originator
 from ._errors import ConfigurationError
+from ._session_state import session_state
 
 #: The control actions another process may send.
 ACTIONS = ("pause", "resume", "stop", "wake")
@@ -25,9 +34,14 @@ def _author(via: str, caller: Caller | None) -> str:
 async def send_inject(
     log: EventLog, key: SessionKey, text: str, *, caller: Caller | None = None, via: str = "remote"
 ) -> str:
-    """Append an inbox message for ``key``; returns its message id. Durable when this returns."""
+    """Append an inbox message for ``key``; returns its message id. Durable when this returns.
+
+    Raises :class:`eventlog.SessionFinished` when the session completed or was stopped for
+    good: nobody would ever read the message.
+    """
     if not isinstance(text, str) or not text.strip():
         raise ConfigurationError("inject needs a non-blank message")
+    await _refuse_finished(log, key, "inject")
     message_id = new_event_id()
     event = Event.create(
         key, InboxQueued(message_id, text, to_originator(caller)), author=_author(via, caller)
@@ -45,10 +59,24 @@ async def send_control(
     detail: str = "",
     via: str = "remote",
 ) -> None:
-    """Append a control request (``pause``, ``resume``, ``stop`` or ``wake``) for ``key``."""
+    """Append a control request (``pause``, ``resume``, ``stop`` or ``wake``) for ``key``.
+
+    A running session obeys it within ``control_poll``; one that is not running finds it at
+    its next resume (a stop sticks: only a forced resume runs the session again). Raises
+    :class:`eventlog.SessionFinished` when the session completed or was stopped for good.
+    """
     if action not in ACTIONS:
         raise ConfigurationError(f"unknown control action {action!r}; one of {', '.join(ACTIONS)}")
+    await _refuse_finished(log, key, action)
     event = Event.create(
         key, Control(action, to_originator(caller), detail), author=_author(via, caller)
     )
     await log.append([event])
+
+
+async def _refuse_finished(log: EventLog, key: SessionKey, what: str) -> None:
+    state = await session_state(log, key)
+    if state.completed:
+        raise SessionFinished(str(key), f"it completed; cannot {what}")
+    if state.stopped:
+        raise SessionFinished(str(key), f"it was stopped; cannot {what} (resume it with force)")

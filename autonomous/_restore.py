@@ -1,7 +1,11 @@
-"""Rebuild a run's state from its session's event log: totals, history window, inbox, pause.
+"""Rebuild a run's state from its session's event log: totals, history, inbox, control.
 
 Every read is bounded by an index: the latest checkpoint, the events after it, the last N turns
-(when a history window is set) and the inbox from its oldest undelivered message.
+(when a history window is set) and the inbox and control events from the checkpoint's horizon.
+
+The history a resume sends is always one a provider accepts: the turns closed by a checkpoint,
+plus, for a turn the process did not finish, its committed prefix (:class:`Unfinished`), whose
+unanswered tool calls the resumed run answers before anything else.
 """
 
 from __future__ import annotations
@@ -27,7 +31,26 @@ from eventlog import (
 from ._conversation import HISTORY_KINDS
 from ._decide import Totals
 from ._inbox import InboxMessage
-from ._model import Message
+from ._model import Message, ToolCall
+from ._session_state import horizon as first_unseen
+
+
+@attrs.frozen
+class Unfinished:
+    """A turn the process did not finish: its prompt and at least one answer are in the log.
+
+    ``calls`` are its last answer's tool calls that have no result yet, in order, and
+    ``first_index`` is the place of the first of them among the turn's tool calls (for their
+    idempotency keys). ``complete`` is True when its last answer asked for no tools: only its
+    checkpoint is missing.
+    """
+
+    turn: int
+    calls: tuple[ToolCall, ...]
+    first_index: int
+    inbox_ids: tuple[str, ...]
+    complete: bool
+    length: int  # how many history messages belong to it (they end the history)
 
 
 @attrs.frozen
@@ -43,6 +66,9 @@ class Restored:
     delivered: frozenset[str]
     paused: bool
     last_seq: int
+    unfinished: Unfinished | None = None
+    stopped: bool = False
+    woken: bool = False
 
 
 async def restore(log: EventLog, key: SessionKey, *, history_turns: int) -> Restored:
@@ -52,25 +78,41 @@ async def restore(log: EventLog, key: SessionKey, *, history_turns: int) -> Rest
     assert cp is None or isinstance(cp, Checkpoint)
     cp_seq = cp_event.seq if cp_event is not None else 0
     tail = await log.read(key, after_seq=cp_seq)
-    totals = _totals(cp, tail)
-    history = await _history(log, key, history_turns, cp_seq)
-    inbox_from = cp.inbox_from_seq if cp is not None and cp.inbox_from_seq else cp_seq + 1
-    inbox_events = (
-        [e for e in tail if e.kind in _INBOX_KINDS]
-        if inbox_from > cp_seq
-        else await log.read(key, after_seq=inbox_from - 1, kinds=_INBOX_KINDS)
-    )
+    history, unfinished = await _history(log, key, history_turns, cp_seq, tail)
+    horizon = first_unseen(cp, cp_seq)
+    inbox_from = min(cp.inbox_from_seq or horizon, horizon) if cp is not None else 1
+    if inbox_from > cp_seq:
+        inbox_events = [e for e in tail if e.kind in _INBOX_KINDS]
+    else:
+        inbox_events = await log.read(key, after_seq=inbox_from - 1, kinds=_INBOX_KINDS)
     pending, delivered = _inbox(inbox_events)
+    controls = _controls(tail if horizon > cp_seq else await _read_controls(log, key, horizon))
     goal = cp.goal if cp is not None and cp.goal else await _first_prompt(log, key)
-    last_seq = tail[-1].seq if tail else cp_seq
-    return Restored(cp, cp_seq, totals, history, goal, pending, delivered, _paused(tail), last_seq)
+    return Restored(
+        checkpoint=cp,
+        checkpoint_seq=cp_seq,
+        totals=_totals(cp, tail, counted=unfinished is not None),
+        history=history,
+        goal=goal,
+        pending=pending,
+        delivered=delivered,
+        paused=controls.paused if controls.paused is not None else bool(cp and cp.paused),
+        last_seq=tail[-1].seq if tail else cp_seq,
+        unfinished=unfinished,
+        stopped=bool(cp is not None and cp.stopped) or controls.stopped,
+        woken=controls.woken,
+    )
 
 
 _INBOX_KINDS = (EventKind.INBOX_QUEUED, EventKind.INBOX_DELIVERED)
 
 
-def _totals(cp: Checkpoint | None, tail: list[Event]) -> Totals:
-    """Checkpoint totals plus what a crashed turn spent after it (budgets never go back)."""
+def _totals(cp: Checkpoint | None, tail: list[Event], *, counted: bool) -> Totals:
+    """Checkpoint totals plus what a crashed turn spent after it (budgets never go back).
+
+    A turn begun after the checkpoint counts; with no checkpoint at all, only one the model
+    answered (the resumed run goes on with it), so that a log of bare history starts at 0.
+    """
     t = (
         Totals()
         if cp is None
@@ -83,57 +125,153 @@ def _totals(cp: Checkpoint | None, tail: list[Event]) -> Totals:
             t = t.add_call(p.input_tokens, p.output_tokens, p.cost_usd)
         elif isinstance(p, UserMessage):
             started = True
-    # A session with no checkpoint starts at turn 0 (its history is just context).
-    return t.add_turn() if started and cp is not None else t
+    return t.add_turn() if started and (cp is not None or counted) else t
 
 
-async def _history(log: EventLog, key: SessionKey, turns: int, cp_seq: int) -> list[Message]:
-    """The conversation of finished turns (the newest ``turns`` of them when set)."""
-    after = 0
-    if turns:
-        starts = await log.read_last(key, [EventKind.USER_MESSAGE], turns)
-        after = starts[0].seq - 1 if starts else 0
-    events = await log.read(key, after_seq=after, kinds=HISTORY_KINDS)
-    if not cp_seq:  # never checkpointed: all of it is context, less a half-written exchange
-        return complete_prefix(history_from_events(events, closed_only=False))
-    return history_from_events([e for e in events if e.seq <= cp_seq])
+async def _history(
+    log: EventLog, key: SessionKey, turns: int, cp_seq: int, tail: list[Event]
+) -> tuple[list[Message], Unfinished | None]:
+    """The conversation of closed turns (the newest ``turns`` of them when set), then the
+    committed prefix of a turn left unfinished after the checkpoint."""
+    closed: list[Event] = []
+    if cp_seq:
+        after = 0
+        if turns:
+            starts = await log.read_last(key, [EventKind.USER_MESSAGE], turns)
+            after = starts[0].seq - 1 if starts else 0
+        # Every kind is read (and filtered here): a row of a kind this code cannot read is a
+        # CorruptEvent, never silently left out of what the model is sent.
+        events = await log.read(key, after_seq=after, kinds=None) if after < cp_seq else []
+        closed = [e for e in events if e.seq <= cp_seq and e.kind in HISTORY_KINDS]
+    history = history_from_events(closed)
+    unfinished = _unfinished([e for e in tail if e.kind in HISTORY_KINDS])
+    if unfinished is None:
+        return history, None
+    prefix, state = unfinished
+    return history + prefix, state
 
 
-def history_from_events(events: list[Event], *, closed_only: bool = True) -> list[Message]:
-    """Messages of the turns closed by a checkpoint that did not mark them failed (or of
-    every turn, with ``closed_only=False``)."""
+def history_from_events(events: list[Event]) -> list[Message]:
+    """Messages of the turns closed by a checkpoint that did not mark them failed.
+
+    Each turn comes out well formed: every tool call answered once, by id, in order (a call
+    the log has no result for, as a log written before results were closed on exit may have,
+    is answered as interrupted; a result that answers no call is left out).
+    """
     history: list[Message] = []
     turn: list[Message] = []
     for event in events:
         p = event.payload
         if isinstance(p, Checkpoint):
             if not p.turn_failed:
-                history.extend(turn)
+                history.extend(well_formed(turn))
             turn = []
         elif isinstance(p, UserMessage):
-            turn.append({"role": "user", "content": p.text})
+            if _answered(turn):  # a prompt no checkpoint closed (logs of older versions)
+                history.extend(well_formed(turn))
+            turn = [{"role": "user", "content": p.text}]
         elif isinstance(p, AssistantMessage):
             turn.append(_assistant(p))
         elif isinstance(p, ToolResult):
             turn.append({"role": "tool", "tool_call_id": p.call_id, "content": p.content})
-    return history if closed_only else history + turn
+    return history
 
 
-def complete_prefix(messages: list[Message]) -> list[Message]:
-    """The longest prefix in which every tool call the model asked for has its result."""
-    cut, waiting = 0, set()
-    for i, message in enumerate(messages):
-        if message["role"] == "tool":
-            waiting.discard(message.get("tool_call_id"))
-        elif message["role"] == "assistant":
-            if waiting:
-                break
-            waiting = {c["id"] for c in message.get("tool_calls", ())}
-        elif waiting:
-            break
-        if not waiting:
-            cut = i + 1
-    return messages[:cut]
+def _answered(turn: list[Message]) -> bool:
+    """Whether a turn that a later prompt follows without a checkpoint got an answer."""
+    return any(m["role"] == "assistant" for m in turn)
+
+
+def well_formed(messages: list[Message]) -> list[Message]:
+    """``messages`` with every assistant tool call answered exactly once, right after it."""
+    out: list[Message] = []
+    waiting: list[str] = []
+    for message in messages:
+        role = message["role"]
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id in waiting:
+                waiting.remove(call_id)
+                out.append(message)
+            continue
+        if waiting:
+            out.extend(_interrupted(call_id) for call_id in waiting)
+            waiting = []
+        out.append(message)
+        if role == "assistant":
+            waiting = [c["id"] for c in message.get("tool_calls") or ()]
+    out.extend(_interrupted(call_id) for call_id in waiting)
+    return out
+
+
+def _interrupted(call_id: str) -> Message:
+    return {"role": "tool", "tool_call_id": call_id, "content": INTERRUPTED}
+
+
+#: What the model is told for a tool call whose outcome the log does not have.
+INTERRUPTED = (
+    "interrupted: the run stopped before this call finished; it may or may not have taken "
+    "effect. Check before you repeat it."
+)
+
+
+def _unfinished(events: list[Event]) -> tuple[list[Message], Unfinished] | None:
+    """The committed prefix of the turn after the last checkpoint, if the model answered in it.
+
+    A prompt the model never answered is not history: the resumed run sends its inbox
+    messages again in a turn of its own.
+    """
+    start = max((i for i, e in enumerate(events) if e.kind is EventKind.USER_MESSAGE), default=-1)
+    if start < 0:
+        return None
+    prompt = events[start].payload
+    assert isinstance(prompt, UserMessage)
+    messages: list[Message] = [{"role": "user", "content": prompt.text}]
+    answers: list[AssistantMessage] = []
+    answered: set[str] = set()
+    for event in events[start + 1 :]:
+        p = event.payload
+        if isinstance(p, AssistantMessage):
+            answers.append(p)
+            messages.append(_assistant(p))
+        elif isinstance(p, ToolResult):
+            answered.add(p.call_id)
+            messages.append({"role": "tool", "tool_call_id": p.call_id, "content": p.content})
+    if not answers:
+        return None
+    last = answers[-1]
+    open_calls = tuple(
+        ToolCall(c.call_id, c.name, c.arguments)
+        for c in last.tool_calls
+        if c.call_id not in answered
+    )
+    before = sum(len(a.tool_calls) for a in answers) - len(open_calls)
+    # Only the last answer may be waiting for results (the resumed run gives them); what
+    # comes before it is made well formed like any closed turn.
+    i = max(n for n, m in enumerate(messages) if m["role"] == "assistant")
+    ids = {c.call_id for c in last.tool_calls}
+    results = [m for m in messages[i + 1 :] if m["tool_call_id"] in ids]
+    kept = [*well_formed(messages[:i]), messages[i], *_first_of_each(results)]
+    state = Unfinished(
+        turn=prompt.turn,
+        calls=open_calls,
+        first_index=before,
+        inbox_ids=prompt.inbox_ids,
+        complete=not last.tool_calls,
+        length=len(kept),
+    )
+    return kept, state
+
+
+def _first_of_each(results: list[Message]) -> list[Message]:
+    """Tool results with a duplicate answer to the same call left out."""
+    seen: set[str] = set()
+    kept = []
+    for m in results:
+        if m["tool_call_id"] not in seen:
+            seen.add(m["tool_call_id"])
+            kept.append(m)
+    return kept
 
 
 def _assistant(p: AssistantMessage) -> Message:
@@ -163,14 +301,35 @@ def _inbox(events: list[Event]) -> tuple[tuple[InboxMessage, ...], frozenset[str
     return pending, frozenset(delivered)
 
 
-def _paused(tail: list[Event]) -> bool:
-    """True when the newest pause or resume request after the checkpoint is a pause."""
-    paused = False
-    for event in tail:
+@attrs.frozen
+class _Controls:
+    paused: bool | None  # None: no pause or resume request since the horizon
+    stopped: bool
+    woken: bool
+
+
+def _controls(events: list[Event]) -> _Controls:
+    """What the control requests since the horizon ask of the resumed run.
+
+    The newest pause or resume wins; a stop sticks; a wake ends the resume's wait.
+    """
+    paused: bool | None = None
+    stopped = woken = False
+    for event in events:
         p = event.payload
-        if isinstance(p, Control) and p.action in ("pause", "resume"):
+        if not isinstance(p, Control):
+            continue
+        if p.action in ("pause", "resume"):
             paused = p.action == "pause"
-    return paused
+        elif p.action == "stop":
+            stopped = True
+        elif p.action == "wake":
+            woken = True
+    return _Controls(paused, stopped, woken)
+
+
+async def _read_controls(log: EventLog, key: SessionKey, horizon: int) -> list[Event]:
+    return await log.read(key, after_seq=horizon - 1, kinds=[EventKind.CONTROL])
 
 
 async def _first_prompt(log: EventLog, key: SessionKey) -> str:

@@ -56,6 +56,8 @@ class RunResult:
     or scheduler error behind ``retry_policy_aborted``. ``outcome`` and ``result`` carry the
     done tool's choice when an outcome set is declared. ``abort_reason`` says why a run ended
     ``aborted`` (the supervisor's reason, or a pause that outlived ``pause_max``).
+    ``undelivered`` holds the texts of inbox messages that were acknowledged but never shown
+    to the model (a budget ran out first): the log keeps them for the next resume.
     """
 
     reason: StopReason
@@ -72,3 +74,4 @@ class RunResult:
     result: Any = None
     session_id: str = ""
     abort_reason: str = ""
+    undelivered: tuple[str, ...] = ()

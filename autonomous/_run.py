@@ -10,10 +10,15 @@ from datetime import datetime
 from typing import Any
 
 import anyio
+import attrs
 import structlog
 
 from eventlog import (
     Checkpoint,
+    Event,
+    EventLogError,
+    InboxDelivered,
+    LeaseLost,
     MemoryEventLog,
     SessionKey,
     SessionRef,
@@ -27,14 +32,15 @@ from ._controls import Latch, RunControls
 from ._conversation import Conversation
 from ._decide import Totals, status_for
 from ._durable import SessionKeeper, apply_restored, describe, wait_for_wake
-from ._errors import BuildError
+from ._errors import BuildError, ConfigurationError
 from ._inbox import Inbox, Wake
 from ._litellm import LiteLLMModel
 from ._loop import run_loop
 from ._options import RunOptions
 from ._progress import CheckpointWritten, ProgressHub, RunExited, Woke
-from ._restore import restore
+from ._restore import INTERRUPTED, Unfinished, restore
 from ._result import AutonomousStatus, RunResult, StopReason
+from ._session_state import session_state
 from ._supervisor import RecentEvents
 from ._telemetry import Telemetry
 from ._turn import Tally
@@ -59,7 +65,10 @@ class Run(RunControls):
         "build",
         "done_detail",
         "failed_attempts",
+        "finishing",
+        "force",
         "goal",
+        "last_turn_failed",
         "next_prompt",
         "next_wake_at",
         "opts",
@@ -67,6 +76,7 @@ class Run(RunControls):
         "outcome_result",
         "recent",
         "resume_ref",
+        "resumed_turn",
         "steer",
         "tally",
         "telemetry",
@@ -79,8 +89,16 @@ class Run(RunControls):
         opts: RunOptions,
         *,
         resume: SessionRef | None = None,
+        force: bool = False,
     ) -> None:
         self.build = build
+        self.force = force
+        #: The turn a crash left unfinished, which the first turn of a resumed run goes on with.
+        self.resumed_turn: Unfinished | None = None
+        #: The done tool was called while inbox messages waited: one more turn delivers them.
+        self.finishing = False
+        #: The last turn failed and was cut from the conversation (its checkpoint says so).
+        self.last_turn_failed = False
         self.goal = goal
         self.opts = opts
         self.resume_ref = resume
@@ -139,10 +157,13 @@ class Run(RunControls):
                 self._scope = scope
                 if self.stop_requested:
                     scope.cancel()
-                agent = await self._start()
-                if agent is not None:
-                    with self.telemetry.run_span(str(self.key), agent.name):
-                        await self._drive(agent)
+                try:
+                    agent = await self._start()
+                    if agent is not None:
+                        with self.telemetry.run_span(str(self.key), agent.name):
+                            await self._drive(agent)
+                except LeaseLost:  # an append the store refused: another holder has the session
+                    self.lease_lost()
             if self.result is None:
                 lost = self._keeper is not None and self._keeper.lost
                 await self._exit(StopReason.LEASE_LOST if lost else StopReason.CONTEXT_CANCELLED)
@@ -179,6 +200,8 @@ class Run(RunControls):
         self._open(agent)
         assert self.conv is not None and self.key is not None
         self.conv.goal = self.goal
+        if ref is None and agent.session is not None:
+            await self._refuse_existing(agent.session)
         if self._keeper is None and self.conv.log.durable:
             await self._hold(SessionRef(self.conv.log, *_parts(self.key)))
         if ref is not None:
@@ -186,6 +209,7 @@ class Run(RunControls):
             apply_restored(self, restored)
             self.conv.goal = self.goal
             self.log.info("run_resumed", **describe(restored))
+            await self._close_complete_turn()
             if self._keeper is not None:
                 await self._keeper.start_watching_after(restored.last_seq)
         elif self._keeper is not None:
@@ -237,14 +261,20 @@ class Run(RunControls):
         await self._keeper.acquire()
 
     async def _finished_already(self, ref: SessionRef) -> RunResult | None:
-        """The stored result of a session whose latest checkpoint says ``completed``."""
-        event = await ref.log.latest_checkpoint(ref.key)
-        cp = event.payload if event is not None else None
-        if not isinstance(cp, Checkpoint) or cp.stop_reason != StopReason.COMPLETED.value:
+        """The stored result of a session that completed, or that was stopped on purpose
+        and is not resumed with ``force``; None when the session is to run."""
+        state = await session_state(ref.log, ref.key)
+        if state.completed:
+            reason, self.status = StopReason.COMPLETED, AutonomousStatus.COMPLETED
+        elif state.stopped and not self.force:
+            reason, self.status = StopReason.CONTEXT_CANCELLED, AutonomousStatus.STOPPED
+            self.log.info("resume_refused_stopped", session=str(ref.key))
+        else:
             return None
+        cp = state.checkpoint or Checkpoint(0, 0, 0, 0.0, "")
         self.key = ref.key
         self.result = RunResult(
-            reason=StopReason.COMPLETED,
+            reason=reason,
             final_text=cp.final_text,
             turns=cp.turns,
             input_tokens=cp.input_tokens,
@@ -255,8 +285,40 @@ class Run(RunControls):
             result=cp.result,
             session_id=ref.session_id,
         )
-        self.status = AutonomousStatus.COMPLETED
+        if reason is StopReason.CONTEXT_CANCELLED and not cp.stopped:
+            # Make the stop part of the session's state, so a daemon no longer finds it due.
+            stopped = attrs.evolve(cp, stop_reason=reason.value, stopped=True)
+            await self._append_last(ref, [Event.create(ref.key, stopped, author=_AUTHOR)])
         return self.result
+
+    async def _append_last(self, ref: SessionRef, events: list[Event]) -> None:
+        if self._keeper is not None:
+            await self._keeper.append_last(events)
+        else:
+            await ref.log.append(events)
+
+    async def _refuse_existing(self, ref: SessionRef) -> None:
+        """A fresh run must not start a session that has checkpoints: its totals would start
+        from zero and the session's checkpoints go backwards."""
+        if await ref.log.latest_checkpoint(ref.key) is not None:
+            raise ConfigurationError(
+                f"session {ref.key} already has checkpoints: continue it with "
+                "resume_autonomous(build, ref, ...), or start a new session_id"
+            )
+
+    async def _close_complete_turn(self) -> None:
+        """Close a resumed turn whose last answer is in the log but not its checkpoint."""
+        unfinished = self.resumed_turn
+        if unfinished is None or not unfinished.complete:
+            return
+        assert self.conv is not None
+        self.resumed_turn = None
+        batch = tuple(m for m in self.inbox.snapshot() if m.message_id in unfinished.inbox_ids)
+        if batch:
+            self.inbox.delivered(batch)
+            self.conv.record(InboxDelivered(tuple(m.message_id for m in batch), unfinished.turn))
+        self.next_prompt = self.opts.continuation_prompt
+        await self._checkpoint(None)
 
     async def _build(self) -> Agent:
         extra = self.control_tools().tools()
@@ -321,6 +383,18 @@ class Run(RunControls):
             self.log.warning("cost_cap_without_pricing", max_cost_usd=self.opts.max_cost_usd)
         return _NO_PRICING
 
+    async def poll_inbox(self) -> None:
+        """Read the inbox and control events other processes appended since the log watch
+        last looked: a run about to end learns of every message acknowledged so far."""
+        keeper = self._keeper
+        if keeper is None or keeper.lost or keeper.lease is None:
+            return
+        with anyio.move_on_after(_FINAL_WRITE_TIMEOUT, shield=True):
+            try:
+                await keeper.poll()
+            except EventLogError as exc:  # the checkpoint's horizon still covers them
+                self.log.warning("inbox_poll_failed", error=type(exc).__name__)
+
     def elapsed(self) -> float:
         """Seconds since this process started the run."""
         return self.opts.clock.monotonic() - self._started
@@ -339,12 +413,15 @@ class Run(RunControls):
         self,
         stop_reason: StopReason | None,
         *,
-        turn_failed: bool = False,
         next_wake_at: datetime | None = None,
         last: bool = False,
     ) -> None:
+        """Append a checkpoint; it closes the turn before it, as failed when the last turn
+        failed (a resume then leaves that turn out of the history)."""
         assert self.conv is not None
+        turn_failed, self.last_turn_failed = self.last_turn_failed, False
         t = self.tally.totals
+        keeper = self._keeper
         self.conv.record(
             Checkpoint(
                 turns=t.turns,
@@ -363,6 +440,9 @@ class Run(RunControls):
                 failed_attempts=self.failed_attempts,
                 goal=self.goal,
                 inbox_from_seq=self.inbox.oldest_seq(),
+                paused=self.paused,
+                stopped=self.stop_requested,
+                unseen_from=keeper.seen + 1 if keeper is not None else 0,
             )
         )
         if last and self._keeper is not None:  # the lease goes with the run's last write
@@ -381,6 +461,9 @@ class Run(RunControls):
         self.abort_reason = why or self.abort_reason
         wake = self.next_wake_at if reason is StopReason.DEFERRED else None
         t = self.tally.totals
+        if not lost_already(reason):
+            await self.poll_inbox()  # what came since the last poll is reported, not dropped
+        pending = self.inbox.snapshot()
         self.result = RunResult(
             reason=reason,
             final_text=self.tally.final_text,
@@ -396,13 +479,20 @@ class Run(RunControls):
             result=self.outcome_result,
             session_id=self.key.session_id if self.key is not None else "",
             abort_reason=self.abort_reason,
+            undelivered=tuple(m.text for m in pending),
         )
         self.telemetry.count_stop(reason.value)
         lost = reason is StopReason.LEASE_LOST
         if self.conv is not None and not self._final_written and not lost:
             self._final_written = True
+            # A call cut short (a stop during a tool) is answered in the log, so a resume
+            # sends a conversation the provider accepts. A sleep's wake time is kept: a
+            # resume waits out the rest of it.
+            self.conv.answer_open_calls(INTERRUPTED, t.turns)
             with anyio.move_on_after(_FINAL_WRITE_TIMEOUT, shield=True):
-                await self._checkpoint(reason, next_wake_at=wake, last=True)
+                await self._checkpoint(reason, next_wake_at=self.next_wake_at, last=True)
+        if pending:
+            self.log.warning("inbox_undelivered", messages=len(pending))
         self.status = AutonomousStatus(status_for(reason, self.stop_requested))
         self.log.info(
             "run_finished",
@@ -440,6 +530,11 @@ def _auto_telemetry() -> Telemetry:
 _NO_TELEMETRY = Telemetry.disabled()
 #: opentelemetry's OTEL_PYTHON_TRACER_PROVIDER: a provider for get_tracer_provider() to load.
 _PROVIDER_VARIABLE = "OTEL_PYTHON_TRACER_PROVIDER"
+
+
+def lost_already(reason: StopReason) -> bool:
+    """Whether a run ending for ``reason`` may no longer read or write its session."""
+    return reason is StopReason.LEASE_LOST
 
 
 def _parts(key: SessionKey) -> tuple[str, str, str]:

@@ -24,6 +24,7 @@ from ._errors import ModelCallLimit, ModelError, ToolTimeoutError, TurnError
 from ._model import Model, ModelResponse, ToolCall
 from ._options import RunOptions
 from ._progress import ModelCalled, ProgressHub, ToolCalled
+from ._restore import INTERRUPTED
 from ._result import StopReason
 from ._telemetry import Telemetry
 from ._tools import Tool, ToolArgumentError, format_error, format_result, parse_arguments
@@ -80,6 +81,10 @@ class TurnRunner:
     _deadline: float = attrs.field(default=math.inf, init=False)  # the running tool's, loop time
     _timer: asyncio.TimerHandle | None = attrs.field(default=None, init=False)
     _info: bool = attrs.field(default=True, init=False)
+    #: Calls of a resumed turn that a crash may have cut short: answered as interrupted
+    #: unless their tool is idempotent (then run again).
+    _interrupted: set[str] = attrs.field(factory=set, init=False)
+    _resumed: tuple[ToolCall, ...] = attrs.field(default=(), init=False)
 
     def __attrs_post_init__(self) -> None:
         # Per-call info logs are skipped outright when filtered out: building their keywords
@@ -99,7 +104,8 @@ class TurnRunner:
         """
         # One frame for the whole turn (no helper coroutine stays suspended under it while a
         # model call runs): a run parked in a model call holds that much less memory.
-        progress = _Progress()
+        progress = _Progress(pending=self._resumed)
+        self._resumed = ()
         try:
             while True:
                 with anyio.CancelScope() as scope:
@@ -134,6 +140,26 @@ class TurnRunner:
             if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
+
+    def resume_with(self, calls: tuple[ToolCall, ...], first_index: int) -> None:
+        """Make the next :meth:`run` go on with a resumed turn: answer ``calls`` (the open
+        calls of its last answer) first, then call the model as usual."""
+        self._resumed = calls
+        self._interrupted = {c.id for c in calls}
+
+    async def _answer_interrupted(self, call: ToolCall, turn: int) -> bool:
+        """Answer a call a crash cut short, unless its tool may safely run again; whether
+        it was answered here."""
+        self._interrupted.discard(call.id)
+        tool = self.tools.get(call.name)
+        rerun = tool is not None and getattr(tool, "idempotent", False)
+        if self.control.handles(call.name) or rerun:
+            return False
+        self.conv.add_tool_result(call.id, call.name, INTERRUPTED, "interrupted", turn)
+        self.log.info("tool_call", turn=turn, tool=call.name, outcome="interrupted")
+        if self.hub.active:
+            await self.hub.emit(turn, ToolCalled(turn, call.name, "interrupted"))
+        return True
 
     def _check_budgets(self, calls: int) -> None:
         """Raise if a budget or ``max_model_calls_per_turn`` forbids the next model call."""
@@ -242,6 +268,8 @@ class TurnRunner:
 
     async def _dispatch(self, call: ToolCall, turn: int, caller: Caller | None) -> None:
         """Run one tool call (the tool awaited right here: one coroutine frame per call)."""
+        if call.id in self._interrupted and await self._answer_interrupted(call, turn):
+            return
         tel = self.telemetry
         with tel.tool_span(turn, call.name) as span:
             if self.control.handles(call.name):

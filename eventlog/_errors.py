@@ -32,6 +32,14 @@ class LeaseLost(EventLogError):
         self.session = session
 
 
+class SessionFinished(EventLogError):
+    """The session has finished (completed, or stopped for good): control and inject are refused."""
+
+    def __init__(self, session: str, detail: str = "") -> None:
+        super().__init__(f"session {session} has finished" + (f": {detail}" if detail else ""))
+        self.session = session
+
+
 class CorruptEvent(EventLogError, ValueError):
     """A stored event cannot be decoded; names the session and the event's seq and id."""
 

@@ -66,6 +66,7 @@ class UserMessage:
 
     text: str
     turn: int
+    inbox_ids: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -142,6 +143,10 @@ class Checkpoint:
     consecutive failures of the current turn (the retry policy's ``attempt``). ``goal`` is the
     run's first prompt (kept in every window of history). ``inbox_from_seq`` is the seq of the
     oldest inbox message not yet delivered (0: none), so a resume reads the inbox from there.
+    ``paused`` says the run was parked by a pause; ``stopped`` that it was stopped on purpose
+    (only a forced resume runs the session again). ``unseen_from`` is the first log seq whose
+    inbox and control events the run had not read when it wrote this (0: not known): a resume
+    obeys what came from there on, even before the checkpoint.
     """
 
     turns: int
@@ -160,6 +165,9 @@ class Checkpoint:
     failed_attempts: int = 0
     goal: str = ""
     inbox_from_seq: int = 0
+    paused: bool = False
+    stopped: bool = False
+    unseen_from: int = 0
 
 
 @attrs.frozen

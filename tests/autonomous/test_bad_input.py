@@ -108,8 +108,8 @@ class TestUnwritableStore:
             await db_conn.execute(f"PRAGMA max_page_count = {pages}")
             big = "x" * 20_000
             with pytest.raises(StoreUnavailable, match="full"):
-                await run_autonomous(
-                    build_on(ref, ScriptedModel(default=reply(big))), big, max_turns=3
+                await resume_autonomous(
+                    build_on(ref, ScriptedModel(default=reply(big))), ref, max_turns=3
                 )
         async with SqliteEventLog(db) as log:
             assert [e.id for e in kept] == [e.id for e in await log.read(ref.key)]

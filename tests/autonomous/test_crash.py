@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -108,6 +109,14 @@ class _Opened:
     async def append(self, events: object) -> object:
         async with SqliteEventLog(self.db) as log:
             return await log.append(events)  # type: ignore[arg-type]
+
+    async def latest_checkpoint(self, key: SessionKey) -> object:
+        async with SqliteEventLog(self.db) as log:
+            return await log.latest_checkpoint(key)
+
+    async def read(self, key: SessionKey, **options: Any) -> object:
+        async with SqliteEventLog(self.db) as log:
+            return await log.read(key, **options)
 
 
 def test_two_resumers_in_two_processes_exactly_one_runs(tmp_path: Path) -> None:

@@ -243,33 +243,53 @@ class TestRemoteControl:
                 result = await h.wait()
         assert (StopReason.CONTEXT_CANCELLED, "stopped") == (result.reason, h.status)
 
-    async def test_a_new_run_ignores_control_written_before_it_took_the_lease(
+    async def test_a_stop_sent_while_no_run_is_alive_sticks_until_a_forced_resume(
         self, sqlite_ref: SessionRef
     ) -> None:
-        """A stop left in the log for an earlier run does not stop the next fresh run; a stop
-        sent once the run holds the session does."""
+        """A stop left in the log while nobody runs the session keeps it stopped: a resume
+        returns at once as stopped; a forced resume runs it, and obeys a new stop."""
         model = ScriptedModel(default=reply("working"))
-        build, _ = builders(model, sqlite_ref)
+        build, rebuild = builders(model, sqlite_ref)
         await run_autonomous(build, "go", max_turns=1)
         await send_control(sqlite_ref.log, sqlite_ref.key, "stop")  # nobody is running
+        calls = model.requests
+        refused = await resume_autonomous(rebuild, sqlite_ref, max_turns=0)
+        assert (StopReason.CONTEXT_CANCELLED, 1, calls) == (
+            refused.reason,
+            refused.turns,
+            model.requests,
+        )
+        summary = (await sqlite_ref.log.sessions())[0]
+        assert "context_cancelled" == summary.stop_reason
         polled = anyio.Event()
 
         async def before(turn: int) -> None:
-            if turn == 3:
+            if turn == 4:
                 polled.set()
             await anyio.sleep(0.03)  # a few polls land in every turn
 
-        async with start_autonomous(
-            build, "again", before_turn=before, max_turns=0, control_poll=0.01
-        ) as h:
-            with anyio.move_on_after(5):
+        result_box: list[Any] = []
+
+        async def forced() -> None:
+            result_box.append(
+                await resume_autonomous(
+                    rebuild,
+                    sqlite_ref,
+                    force=True,
+                    before_turn=before,
+                    max_turns=0,
+                    control_poll=0.01,
+                )
+            )
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(forced)
+            with anyio.fail_after(10):
                 await polled.wait()  # two turns went by: the old stop was not obeyed
-            assert polled.is_set(), f"the run stopped early: {h.status}"
             await send_control(sqlite_ref.log, sqlite_ref.key, "stop")
-            with anyio.fail_after(5):
-                result = await h.wait()
+        (result,) = result_box
         assert StopReason.CONTEXT_CANCELLED == result.reason
-        assert result.turns >= 2
+        assert result.turns >= 3
 
 
 class TestScheduling:
