@@ -115,6 +115,22 @@ class TestEventDict:
         )
 
 
+class TestSessionFinished:
+    """SessionFinished: the error for control or inject of a session that has finished."""
+
+    def test_names_the_session_and_the_refusal(self) -> None:
+        """The message names the session and says control and inject are refused."""
+        error = eventlog.SessionFinished("app/ops/a", "completed")
+        assert ("app/ops/a", True) == (error.session, isinstance(error, EventLogError))
+        assert "session app/ops/a has finished" in str(error)
+        assert "refused" in str(error)
+        assert "completed" in str(error)
+
+    def test_detail_is_optional(self) -> None:
+        """Without a detail the message still names the session."""
+        assert "app/ops/a" in str(eventlog.SessionFinished("app/ops/a"))
+
+
 class TestPublicFace:
     """The package's __all__: complete, importable, documented."""
 
