@@ -12,6 +12,7 @@ from typing import Protocol, runtime_checkable
 import attrs
 
 from ._events import Event, EventKind, SessionKey
+from ._process import process_start
 
 #: A source of the current UTC time; stores take one so tests can drive lease expiry.
 Clock = Callable[[], datetime]
@@ -19,16 +20,28 @@ Clock = Callable[[], datetime]
 
 @attrs.frozen
 class LeaseHolder:
-    """Who holds (or asks for) a session lease: host, process id, and a random token."""
+    """Who holds (or asks for) a session lease: host, process id, and a random token.
+
+    ``started`` is the process's start time as its host's process table gives it (clock ticks
+    since boot, as text; empty when it cannot be told): a holder of this host whose pid now
+    names a process with another start time is gone, its pid reused.
+    """
 
     host: str
     pid: int
     token: str
+    started: str = ""
 
     @classmethod
     def this_process(cls) -> LeaseHolder:
         """A fresh holder for the calling process (a new token on every call)."""
-        return cls(host=socket.gethostname(), pid=os.getpid(), token=secrets.token_hex(8))
+        pid = os.getpid()
+        return cls(
+            host=socket.gethostname(),
+            pid=pid,
+            token=secrets.token_hex(8),
+            started=process_start(pid),
+        )
 
     def __str__(self) -> str:
         return f"{self.host}:{self.pid}:{self.token}"
