@@ -62,10 +62,14 @@ class ToolCallRecord:
 
 @attrs.frozen
 class UserMessage:
-    """The prompt of one turn as the model saw it (inbox block included)."""
+    """The prompt of one turn as the model saw it (inbox block included).
+
+    ``inbox_ids`` are the message ids of the inbox messages the prompt carries.
+    """
 
     text: str
     turn: int
+    inbox_ids: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -142,6 +146,9 @@ class Checkpoint:
     consecutive failures of the current turn (the retry policy's ``attempt``). ``goal`` is the
     run's first prompt (kept in every window of history). ``inbox_from_seq`` is the seq of the
     oldest inbox message not yet delivered (0: none), so a resume reads the inbox from there.
+    ``paused``: the run was parked by a pause when it wrote this. ``stopped``: the run was
+    stopped on purpose by a stop request (a resume needs force). ``watched_seq`` is the log seq
+    up to which the run had read its session's inbox and control events (0: not known).
     """
 
     turns: int
@@ -160,6 +167,9 @@ class Checkpoint:
     failed_attempts: int = 0
     goal: str = ""
     inbox_from_seq: int = 0
+    paused: bool = False
+    stopped: bool = False
+    watched_seq: int = 0
 
 
 @attrs.frozen

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
 from ._events import Checkpoint, Event
 from ._process import PROC, kill_probe, process_stat
-from ._store import LeaseHolder, SessionSummary
+from ._store import Lease, LeaseHolder, SessionSummary
 
 
 def as_utc(moment: datetime) -> datetime:
@@ -91,16 +91,30 @@ def summary_of(event: Event, seq: int | None = None) -> SessionSummary:
         next_wake_at=None if wake is None else as_utc(wake),
         updated_at=as_utc(event.at),
         checkpoint_seq=event.seq if seq is None else seq,
+        paused=payload.paused,
+        stopped=payload.stopped,
     )
 
 
 def is_due(summary: SessionSummary, now: datetime) -> bool:
-    """Whether a session deferred itself to a wake time that has come."""
+    """Whether a session deferred itself to a wake time that has come (and was not stopped)."""
     return (
-        summary.stop_reason == "deferred"
+        not summary.stopped
+        and summary.stop_reason == "deferred"
         and summary.next_wake_at is not None
         and summary.next_wake_at <= as_utc(now)
     )
+
+
+def check_fenced_batch(events: Sequence[Event], lease: Lease) -> None:
+    """Refuse a batch fenced by ``lease`` that holds an event of another session (ValueError)."""
+    key = lease.key
+    for event in events:
+        if event.key is not key and event.key != key:  # mostly the very same key object
+            raise ValueError(
+                f"an append fenced by the lease of session {key} holds an event of"
+                f" session {event.key} ({event.id})"
+            )
 
 
 def check_limit(limit: int | None) -> None:

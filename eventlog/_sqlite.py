@@ -20,7 +20,7 @@ from . import _schema as sql
 from . import _worker as worker
 from ._errors import LeaseLost, SessionLocked, StoreUnavailable
 from ._events import Event, EventKind, SessionKey, utcnow
-from ._rules import as_utc, check_limit, lease_expiry, may_take_lease
+from ._rules import as_utc, check_fenced_batch, check_limit, lease_expiry, may_take_lease
 from ._store import Clock, Lease, LeaseHolder, SessionSummary
 
 T = TypeVar("T")
@@ -123,7 +123,7 @@ class SqliteEventLog:
 
     # -- writing ---------------------------------------------------------------------------
 
-    async def append(self, events: Sequence[Event]) -> list[int]:
+    async def append(self, events: Sequence[Event], *, lease: Lease | None = None) -> list[int]:
         """Append ``events`` in one transaction, in order; returns their ``seq``s, in order.
 
         A checkpoint in the batch also updates its session's summary, in the same transaction.
@@ -132,27 +132,38 @@ class SqliteEventLog:
         trip to the connection's thread: inside a run that is cheaper than on the thread (the
         events are fresh in this thread's caches) and the transaction holds the write lock
         for the inserts alone.
+
+        With ``lease``, the transaction first reads the session's lease row (a primary key
+        lookup, in the same trip): not ``lease``'s holder at ``lease``'s epoch any more, and
+        :class:`~eventlog.LeaseLost` is raised with nothing written. All events of a fenced
+        batch must be of ``lease.key`` (``ValueError``).
         """
+        if lease is not None:
+            check_fenced_batch(events, lease)
         if not events:
             return []
-        return await self._append(events, None)
+        return await self._append(events, lease, release=False)
 
     async def append_and_release(self, events: Sequence[Event], lease: Lease) -> list[int]:
-        """Append ``events`` and drop our ``lease`` in the same transaction (a run's last write).
+        """Append ``events`` fenced by ``lease`` and drop it, in the same transaction.
 
-        Both happen or neither does; the release is :meth:`release_lease`'s (never another
-        holder's row). One trip to the connection's thread instead of two.
+        Both happen or neither does: a lease lost meanwhile raises
+        :class:`~eventlog.LeaseLost`, writes nothing and leaves the new holder's lease alone.
+        One trip to the connection's thread instead of two.
         """
+        check_fenced_batch(events, lease)
         if not events:
             await self.release_lease(lease)
             return []
-        return await self._append(events, lease)
+        return await self._append(events, lease, release=True)
 
-    async def _append(self, events: Sequence[Event], release: Lease | None) -> list[int]:
+    async def _append(
+        self, events: Sequence[Event], lease: Lease | None, *, release: bool
+    ) -> list[int]:
         rows, checkpoints = _encode(events, self._sids)
         insert = functools.partial(_insert, rows=rows, checkpoints=checkpoints)
-        if release is not None:
-            insert = functools.partial(_insert_and_release, insert=insert, lease=release)
+        if lease is not None:
+            insert = functools.partial(_fenced, insert=insert, lease=lease, release=release)
         seqs, added = await self._write(
             lambda: f"append to session {events[0].key}", worker.in_transaction(insert)
         )
@@ -164,40 +175,45 @@ class SqliteEventLog:
         """Take the session's lease for ``ttl`` seconds or raise :class:`SessionLocked`.
 
         The lease is free when nobody holds it, we hold it, it expired, or its holder was a
-        process of this host that no longer exists. A live holder is never displaced.
+        process of this host that is gone (a zombie or a reused pid included). A live holder
+        is never displaced. A holder that did not hold it already gets the next epoch.
         """
         now = as_utc(self._clock())
         expires_at = lease_expiry(now, ttl)
 
         def take(conn: sqlite3.Connection) -> Lease:
             row = conn.execute(sql.SELECT_LEASE, sql.session_params(key)).fetchone()
-            if row is not None:
-                current = LeaseHolder(*row[:3])
-                expiry = datetime.fromisoformat(row[3])
-                if not may_take_lease(current, expiry, holder, now, this_host=self._host):
-                    raise SessionLocked(str(key), str(current))
-            stamps = (sql.timestamp(now), sql.timestamp(expires_at))
-            params = (*sql.session_params(key), holder.host, holder.pid, holder.token, *stamps)
+            current, expiry, epoch = sql.lease_of_row(row)
+            if current is not None and not may_take_lease(
+                current, expiry, holder, now, this_host=self._host
+            ):
+                raise SessionLocked(str(key), str(current))
+            if current != holder:  # a new holder: a new epoch (the row keeps the last one)
+                epoch += 1
+            params = (
+                *sql.session_params(key),
+                *(holder.host, holder.pid, holder.token, holder.started),
+                *(sql.timestamp(now), sql.timestamp(expires_at), epoch),
+            )
             conn.execute(sql.WRITE_LEASE, params)
             (log_seq,) = conn.execute(sql.MAX_SEQ).fetchone()
-            return Lease(key=key, holder=holder, expires_at=expires_at, log_seq=log_seq)
+            return Lease(key, holder, expires_at, log_seq=log_seq, epoch=epoch)
 
         return await self._write(lambda: f"lease session {key}", worker.in_transaction(take))
 
     async def renew_lease(self, lease: Lease, ttl: float) -> Lease:
-        """Extend our lease or raise :class:`LeaseLost` when it is no longer ours."""
-        key, holder = lease.key, lease.holder
+        """Extend our lease (same epoch) or raise :class:`LeaseLost` when it is no longer ours."""
+        key = lease.key
         now = as_utc(self._clock())
         expires_at = lease_expiry(now, ttl)
 
         def renew(conn: sqlite3.Connection) -> Lease:
             stamps = (sql.timestamp(now), sql.timestamp(expires_at))
-            ours = (holder.host, holder.pid, holder.token)
+            ours = (lease.holder.token, lease.epoch)
             cursor = conn.execute(sql.RENEW_LEASE, (*stamps, *sql.session_params(key), *ours))
             if cursor.rowcount != 1:
                 row = conn.execute(sql.SELECT_LEASE, sql.session_params(key)).fetchone()
-                detail = "released" if row is None else f"now held by {LeaseHolder(*row[:3])}"
-                raise LeaseLost(str(key), detail)
+                raise LeaseLost(str(key), sql.lost_detail(row))
             return attrs.evolve(lease, expires_at=expires_at)
 
         return await self._write(
@@ -205,11 +221,11 @@ class SqliteEventLog:
         )
 
     async def release_lease(self, lease: Lease) -> None:
-        """Drop our lease row (never another holder's); releasing twice is harmless."""
-        params = (*sql.session_params(lease.key), lease.holder.token)
+        """Drop our lease (never another holder's, nor ours of another epoch); releasing twice
+        is harmless. The row stays, without a holder, so that the session's epochs only grow."""
         await self._write(
             lambda: f"release the lease of session {lease.key}",
-            worker.in_transaction(lambda conn: conn.execute(sql.RELEASE_LEASE, params)),
+            worker.in_transaction(functools.partial(_release, lease=lease)),
         )
 
     # -- reading ---------------------------------------------------------------------------
@@ -341,8 +357,9 @@ class SqliteEventLog:
         conn.execute("PRAGMA journal_mode = WAL")
         if conn.execute(sql.HAS_META).fetchone() is None:
             conn.executescript(sql.SCHEMA_SCRIPT)
-        row = conn.execute(sql.GET_VERSION).fetchone()
-        return "none" if row is None else str(row[0])
+        if _version(conn) == str(sql.MIGRATES_FROM):
+            worker.transaction(conn, _migrate)
+        return _version(conn)
 
     async def _check_file(self) -> None:
         file = anyio.Path(self._path)
@@ -376,6 +393,24 @@ async def _close_quietly(db: aiosqlite.Connection, forget_exit: Callable[[], Non
         await db.close()
     if forget_exit is not None:
         forget_exit()
+
+
+def _version(conn: sqlite3.Connection) -> str:
+    """The store schema version the file says it has (``"none"`` when it does not say)."""
+    row = conn.execute(sql.GET_VERSION).fetchone()
+    return "none" if row is None else str(row[0])
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Bring a version 2 file to version 3, inside the caller's transaction.
+
+    The version is read again under the write lock: another process may have migrated the
+    file between our first look and the lock.
+    """
+    if _version(conn) != str(sql.MIGRATES_FROM):
+        return
+    for statement in sql.MIGRATE_2_TO_3:
+        conn.execute(statement)
 
 
 def _encode(
@@ -425,16 +460,30 @@ def _insert(
     return seqs, added
 
 
-def _insert_and_release(
+def _fenced(
     conn: sqlite3.Connection,
     *,
     insert: Callable[[sqlite3.Connection], tuple[list[int], dict[SessionKey, int]]],
     lease: Lease,
+    release: bool,
 ) -> tuple[list[int], dict[SessionKey, int]]:
-    """``insert``, then drop ``lease``'s row if it is still ours (inside one transaction)."""
+    """``insert`` if ``lease`` is still the session's (holder and epoch), then drop it if
+    ``release``; inside the caller's transaction. A lost lease raises :class:`LeaseLost`
+    before anything is written."""
+    row = conn.execute(sql.SELECT_LEASE, sql.session_params(lease.key)).fetchone()
+    current, _, epoch = sql.lease_of_row(row)
+    if current is None or current.token != lease.holder.token or epoch != lease.epoch:
+        raise LeaseLost(str(lease.key), sql.lost_detail(row))
     result = insert(conn)
-    conn.execute(sql.RELEASE_LEASE, (*sql.session_params(lease.key), lease.holder.token))
+    if release:
+        _release(conn, lease)
     return result
+
+
+def _release(conn: sqlite3.Connection, lease: Lease) -> None:
+    """Clear ``lease``'s holder from its row if it is still ours, at its epoch."""
+    params = (*sql.session_params(lease.key), lease.holder.token, lease.epoch)
+    conn.execute(sql.RELEASE_LEASE, params)
 
 
 def _session_id(cursor: sqlite3.Cursor, key: SessionKey) -> int:

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -30,18 +27,6 @@ ME = LeaseHolder(HOST, 100, "me")
 
 def alive(pid: int, started: str) -> bool:
     return pid != 666 and started != "reused"
-
-
-@pytest.fixture
-def zombie() -> Iterator[int]:
-    """The pid of a child that has exited and is not reaped yet (a zombie), reaped afterwards."""
-    child = subprocess.Popen([sys.executable, "-c", "pass"])
-    # Wait for the exit without reaping it (WNOWAIT): the child stays a zombie until wait().
-    os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)
-    try:
-        yield child.pid
-    finally:
-        child.wait()
 
 
 class TestMayTakeLease:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import shutil
 import sqlite3
@@ -14,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 
 import anyio
+import attrs
 import pytest
 
 from eventlog import (
@@ -23,6 +25,7 @@ from eventlog import (
     Event,
     EventKind,
     LeaseHolder,
+    LeaseLost,
     Note,
     SessionKey,
     SessionLocked,
@@ -32,6 +35,7 @@ from eventlog import (
     UserMessage,
 )
 from eventlog._schema import (
+    INSERT_EVENT,
     SELECT_CHECKPOINT,
     SELECT_DUE,
     SELECT_EVENTS,
@@ -40,6 +44,9 @@ from eventlog._schema import (
     SELECT_SESSIONS,
     SELECT_SID,
     STORE_VERSION,
+    checkpoint_params,
+    event_row,
+    session_params,
 )
 from tests.eventlog.helpers import add
 
@@ -310,6 +317,33 @@ class TestTransactions:
             after_plain = wal_commits(db_path)
         assert (1, 1) == (after_append - before, after_plain - after_append)
 
+    async def test_one_commit_per_fenced_append(self, db_path: Path, clock) -> None:
+        """The fence is checked inside the append's own transaction: still one commit each,
+        and a lost lease commits nothing."""
+        async with SqliteEventLog(db_path, clock=clock) as log:
+            stale = await log.acquire_lease(A, LeaseHolder("h", 1, "old"), ttl=30)
+            clock.advance(31)
+            lease = await log.acquire_lease(A, LeaseHolder("h", 1, "new"), ttl=30)
+            counts = [wal_commits(db_path)]
+            await log.append(batch(), lease=lease)
+            counts.append(wal_commits(db_path))
+            with pytest.raises(LeaseLost):
+                await log.append(batch(), lease=stale)
+            counts.append(wal_commits(db_path))
+            await log.append_and_release(batch(turn=2), lease)
+            counts.append(wal_commits(db_path))
+        assert [1, 0, 1] == [b - a for a, b in itertools.pairwise(counts)]
+
+    async def test_epochs_go_on_after_reopening(self, db_path: Path, clock) -> None:
+        """A released lease's epoch is kept in the file: the next holder, in another log on
+        the same file, gets a larger one."""
+        async with SqliteEventLog(db_path, clock=clock) as log:
+            first = await log.acquire_lease(A, LeaseHolder("h", 1, "a"), ttl=30)
+            await log.release_lease(first)
+        async with SqliteEventLog(db_path, clock=clock) as log:
+            second = await log.acquire_lease(A, LeaseHolder("h", 1, "b"), ttl=30)
+        assert first.epoch + 1 == second.epoch
+
     async def test_reads_commit_nothing(self, db_path: Path) -> None:
         """Reading leaves the WAL as it was."""
         async with SqliteEventLog(db_path) as log:
@@ -464,4 +498,134 @@ class TestUnavailable:
         assert str(db_path) in str(caught.value)
         assert str(A) in str(caught.value)
         async with SqliteEventLog(db_path) as log:
+            assert stored == await log.read(A)
+
+
+#: The tables of store schema version 2, as the previous release of the store created them
+#: (kept verbatim, so that the migration is tested against the real old format).
+V2_SCHEMA_SCRIPT = """
+BEGIN IMMEDIATE;
+CREATE TABLE IF NOT EXISTS meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sessions (
+    sid INTEGER PRIMARY KEY,
+    app TEXT NOT NULL,
+    user TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    checkpoint_seq INTEGER,
+    turns INTEGER,
+    cost_usd REAL,
+    stop_reason TEXT,
+    next_wake_at TEXT,
+    updated_at TEXT,
+    UNIQUE (app, user, session_id)
+);
+CREATE INDEX IF NOT EXISTS sessions_by_wake ON sessions (next_wake_at)
+    WHERE stop_reason = 'deferred';
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY,
+    sid INTEGER NOT NULL REFERENCES sessions (sid),
+    id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    author TEXT NOT NULL,
+    at TEXT NOT NULL,
+    v INTEGER NOT NULL,
+    payload TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_by_session ON events (sid, seq);
+CREATE TABLE IF NOT EXISTS leases (
+    app TEXT NOT NULL,
+    user TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    token TEXT NOT NULL,
+    heartbeat TEXT NOT NULL,
+    expires_at TEXT NOT NULL,
+    PRIMARY KEY (app, user, session_id)
+);
+INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '2');
+COMMIT;
+"""
+
+#: Session summaries as version 2 wrote them with each checkpoint.
+V2_UPDATE_SUMMARY = """
+UPDATE sessions SET
+    checkpoint_seq = ?, turns = ?, cost_usd = ?, stop_reason = ?, next_wake_at = ?, updated_at = ?
+WHERE sid = ?
+"""
+
+
+def write_v2_file(db_path: Path, events: list[Event], lease: LeaseHolder, until: str) -> None:
+    """A version 2 file holding ``events`` (and their summaries) and ``lease``'s lease of A,
+    written as version 2 wrote them (the event rows' format did not change)."""
+    with contextlib.closing(sqlite3.connect(db_path, isolation_level=None)) as conn:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.executescript(V2_SCHEMA_SCRIPT)
+        for event in events:
+            key = session_params(event.key)
+            conn.execute(
+                "INSERT OR IGNORE INTO sessions (app, user, session_id) VALUES (?, ?, ?)", key
+            )
+            (sid,) = conn.execute(SELECT_SID, key).fetchone()
+            seq = conn.execute(INSERT_EVENT, event_row(sid, event)).lastrowid
+            if event.kind == EventKind.CHECKPOINT:
+                conn.execute(V2_UPDATE_SUMMARY, (seq, *checkpoint_params(event)[:5], sid))
+        conn.execute(
+            "INSERT INTO leases VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (*session_params(A), lease.host, lease.pid, lease.token, until, until),
+        )
+
+
+class TestMigration:
+    """A version 2 file is brought to version 3 in place, in one transaction, losing nothing."""
+
+    async def test_new_file_is_version_3(self, db_path: Path) -> None:
+        """A file the store creates says it is version 3."""
+        async with SqliteEventLog(db_path):
+            pass
+        with contextlib.closing(sqlite3.connect(db_path)) as conn:
+            assert [("3",)] == conn.execute("SELECT value FROM meta").fetchall()
+        assert 3 == STORE_VERSION
+
+    async def test_version_2_file_is_migrated_keeping_everything(
+        self, db_path: Path, clock
+    ) -> None:
+        """Events, checkpoints, summaries and the live lease of a v2 file survive, in one commit."""
+        other = SessionKey("app", "ops", "b")
+        events = [*batch(), *batch(other), *batch(turn=2)]
+        owner = LeaseHolder("elsewhere", 7, "owner")
+        write_v2_file(db_path, events, owner, "2030-01-01T01:00:00.000000+00:00")
+        async with SqliteEventLog(db_path, clock=clock) as log:
+            assert 1 == wal_commits(db_path)  # the migration, whole
+            stored = await log.read(A) + await log.read(other)
+            assert events[:3] + events[6:] + events[3:6] == [
+                attrs.evolve(event, seq=0) for event in stored
+            ]
+            assert stored[5] == await log.latest_checkpoint(A)
+            summaries = await log.sessions()
+            assert [A, other] == [summary.key for summary in summaries]
+            assert (2, str(owner), False) == (
+                summaries[0].turns,
+                summaries[0].holder,
+                summaries[0].stopped,
+            )
+            with pytest.raises(SessionLocked):
+                await log.acquire_lease(A, LeaseHolder("here", 2, "me"), ttl=60)
+            clock.advance(3600)
+            lease = await log.acquire_lease(A, LeaseHolder("here", 2, "me"), ttl=60)
+            assert 1 == lease.epoch
+            await log.append(batch(turn=3), lease=lease)
+        with contextlib.closing(sqlite3.connect(db_path)) as conn:
+            assert [("3",)] == conn.execute("SELECT value FROM meta").fetchall()
+
+    async def test_migrated_file_opens_again_unchanged(self, db_path: Path) -> None:
+        """Opening a migrated file again migrates nothing more."""
+        write_v2_file(db_path, batch(), LeaseHolder("h", 1, "t"), "2000-01-01T00:00:00+00:00")
+        async with SqliteEventLog(db_path) as log:
+            stored = await log.read(A)
+        async with SqliteEventLog(db_path) as log:
+            assert 0 == wal_commits(db_path)
             assert stored == await log.read(A)
