@@ -118,8 +118,15 @@ UPDATE sessions SET
 WHERE sid = ?
 """
 
+#: The kinds this code knows, as an SQL list. A read filtered by kind also fetches the rows of
+#: every other kind (a newer release's, or a damaged row) so that decoding them fails loudly:
+#: a filter must never make a row this code cannot read vanish from a resume in silence.
+KNOWN_KINDS = ", ".join(f"'{kind}'" for kind in EventKind)
+#: The kind filter, to format with the wanted kinds' placeholders.
+KIND_FILTER = f" AND (kind IN ({{}}) OR kind NOT IN ({KNOWN_KINDS}))"
+
 SELECT_EVENTS = f"SELECT {_EVENT_COLUMNS} FROM events WHERE sid = {_SID} AND seq > ?"
-SELECT_LAST = f"SELECT {_EVENT_COLUMNS} FROM events WHERE sid = {_SID} AND kind IN ({{}})"
+SELECT_LAST = f"SELECT {_EVENT_COLUMNS} FROM events WHERE sid = {_SID}" + KIND_FILTER
 SELECT_CHECKPOINT = """
 SELECT e.seq, e.id, e.kind, e.author, e.at, e.v, e.payload
 FROM sessions AS s JOIN events AS e ON e.seq = s.checkpoint_seq

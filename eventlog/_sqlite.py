@@ -238,13 +238,18 @@ class SqliteEventLog:
         kinds: Collection[EventKind] | None = None,
         limit: int | None = None,
     ) -> list[Event]:
-        """Events of one session with ``seq > after_seq``, oldest first, optionally filtered."""
+        """Events of one session with ``seq > after_seq``, oldest first, optionally filtered.
+
+        A row of a kind this code does not know raises :class:`~eventlog.CorruptEvent` even
+        when ``kinds`` would leave it out: it may be what a newer release wrote, and a reader
+        must not go on as if it were not there.
+        """
         check_limit(limit)
         query = sql.SELECT_EVENTS
         params: list[Any] = [*sql.session_params(key), after_seq]
         if kinds is not None:
             names = [str(kind) for kind in kinds]
-            query += f" AND kind IN ({', '.join('?' * len(names))})"
+            query += sql.KIND_FILTER.format(", ".join("?" * len(names)))
             params.extend(names)
         query += " ORDER BY seq"
         if limit is not None:
@@ -256,7 +261,11 @@ class SqliteEventLog:
     async def read_last(
         self, key: SessionKey, kinds: Collection[EventKind], limit: int
     ) -> list[Event]:
-        """The newest ``limit`` events of the given kinds of one session, oldest first."""
+        """The newest ``limit`` events of the given kinds of one session, oldest first.
+
+        A row of an unknown kind among them raises :class:`~eventlog.CorruptEvent` (see
+        :meth:`read`).
+        """
         check_limit(limit)
         names = [str(kind) for kind in kinds]
         query = sql.SELECT_LAST.format(", ".join("?" * len(names))) + " ORDER BY seq DESC LIMIT ?"

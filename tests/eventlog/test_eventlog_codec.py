@@ -11,8 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import eventlog
+import eventlog._events
 from eventlog import (
     SCHEMA_VERSION,
+    Checkpoint,
     CorruptEvent,
     Event,
     EventKind,
@@ -20,6 +22,7 @@ from eventlog import (
     Note,
     Payload,
     UnknownSchemaVersion,
+    UserMessage,
     decode_payload,
     encode_payload,
     event_from_dict,
@@ -76,6 +79,34 @@ class TestPayloadRoundTrip:
         """A payload of another schema version raises UnknownSchemaVersion, naming it."""
         with pytest.raises(UnknownSchemaVersion, match="schema version 2"):
             decode_payload("note", '{"text": "x"}', v=2, session="a/b/c", seq=5, event_id="e")
+
+
+class TestNewFields:
+    """Fields added to payloads read back, and rows written before them still decode."""
+
+    def test_rows_written_before_the_fields_decode_with_defaults(self) -> None:
+        """A checkpoint and a user message without the new fields get their defaults."""
+        checkpoint = decode_payload(
+            "checkpoint",
+            '{"turns":1,"input_tokens":2,"output_tokens":3,"cost_usd":0.5,"next_prompt":"go"}',
+            v=SCHEMA_VERSION,
+        )
+        message = decode_payload("user_message", '{"text":"hi","turn":1}', v=SCHEMA_VERSION)
+        assert (Checkpoint(1, 2, 3, 0.5, "go"), UserMessage("hi", 1)) == (checkpoint, message)
+        assert (False, False, 0, ()) == (
+            checkpoint.paused,
+            checkpoint.stopped,
+            checkpoint.watched_seq,
+            message.inbox_ids,
+        )
+
+    def test_set_fields_round_trip(self) -> None:
+        """paused, stopped, watched_seq and inbox_ids come back as written."""
+        checkpoint = Checkpoint(1, 2, 3, 0.5, "go", paused=True, stopped=True, watched_seq=41)
+        message = UserMessage("hi", 1, inbox_ids=("m1", "m2"))
+        for payload in (checkpoint, message):
+            kind = str(eventlog._events.KIND_OF[type(payload)])
+            assert payload == decode_payload(kind, encode_payload(payload), v=SCHEMA_VERSION)
 
 
 class TestEventDict:

@@ -10,7 +10,7 @@ import sqlite3
 import struct
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -411,6 +411,40 @@ class TestUnreadableRows:
             caught.value.event_id,
         )
         assert f"seq={seq}" in str(caught.value)
+
+    @pytest.mark.parametrize(
+        "reader",
+        [
+            lambda log: log.read(A, kinds=[EventKind.USER_MESSAGE]),
+            lambda log: log.read(A, kinds=[EventKind.CHECKPOINT], limit=5),
+            lambda log: log.read_last(A, [EventKind.USER_MESSAGE], 10),
+        ],
+        ids=["read-kinds", "read-other-kinds", "read_last"],
+    )
+    async def test_unknown_kind_is_never_left_out(
+        self, db_path: Path, reader: Callable[[SqliteEventLog], Awaitable[object]]
+    ) -> None:
+        """A row of a kind this code does not know is a CorruptEvent to a filtered read too,
+        not a row silently skipped (a resume would lose it without a word)."""
+        async with SqliteEventLog(db_path) as log:
+            await log.append(batch())
+            seq = insert_row(db_path, "from_the_future", "{}")
+            await log.append(batch(turn=2))
+            with pytest.raises(CorruptEvent, match="unknown event kind") as caught:
+                await reader(log)
+        assert (str(A), seq, "bad-id") == (
+            caught.value.session,
+            caught.value.seq,
+            caught.value.event_id,
+        )
+
+    async def test_newer_event_version_in_a_filtered_read(self, db_path: Path) -> None:
+        """A row of a newer event version fails a filtered read as UnknownSchemaVersion."""
+        async with SqliteEventLog(db_path) as log:
+            seq = insert_row(db_path, "user_message", '{"text":"x","turn":1}', v=2)
+            with pytest.raises(UnknownSchemaVersion) as caught:
+                await log.read(A, kinds=[EventKind.USER_MESSAGE])
+        assert seq == caught.value.seq
 
     async def test_unreadable_time(self, db_path: Path) -> None:
         """An event time that is not ISO 8601 raises CorruptEvent."""
