@@ -48,6 +48,15 @@ class SqliteEventLog:
 
     A file that cannot be opened or written (missing directory, read-only, disk full, a store
     written by a newer version) raises :class:`~eventlog.StoreUnavailable` naming the file.
+
+    ``read_only=True`` opens an existing store for reading only (never creating the file or its
+    tables, never migrating it); a store that cannot be written (a read-only file system or
+    file) is opened so by itself. A read-only log serves every read, and every write raises
+    :class:`~eventlog.StoreUnavailable` saying the event log is read-only. Where even SQLite's
+    shared-memory file cannot be made (a read-only directory), the file is read as it stands
+    (``immutable``): what was still only in its WAL, after a crash, is not seen.
+
+    A file of store version 2 is migrated to version 3 in place when opened, in one transaction.
     """
 
     durable: bool = True
@@ -60,6 +69,7 @@ class SqliteEventLog:
         synchronous: str = "NORMAL",
         create: bool = True,
         busy_timeout: float = 5.0,
+        read_only: bool = False,
     ) -> None:
         mode = synchronous.upper()
         if mode not in _SYNCHRONOUS:
@@ -67,6 +77,9 @@ class SqliteEventLog:
         if not busy_timeout >= 0:
             raise ValueError(f"busy_timeout must be >= 0 seconds, not {busy_timeout!r}")
         self._path = os.fspath(path)
+        if read_only and self._path == ":memory:":
+            raise ValueError("read_only needs a file: a new in-memory database holds nothing")
+        self._read_only = read_only  # also set when the file turns out unwritable on open
         self._clock = clock
         self._synchronous = mode
         self._create = create
@@ -82,6 +95,11 @@ class SqliteEventLog:
     def path(self) -> str:
         """The database file."""
         return self._path
+
+    @property
+    def read_only(self) -> bool:
+        """Whether this log only reads: asked for, or found so when it opened the file."""
+        return self._read_only
 
     def __repr__(self) -> str:
         return f"SqliteEventLog({self._path!r})"
@@ -315,6 +333,9 @@ class SqliteEventLog:
         db = self._db
         if db is None:
             db = await self._connection(action)
+        if self._read_only:
+            what = action if isinstance(action, str) else action()
+            raise StoreUnavailable(f"event log {self._path} is read-only: cannot {what}")
         try:
             return await worker.on_thread(db, work)
         except Exception as exc:
@@ -339,25 +360,62 @@ class SqliteEventLog:
             raise StoreUnavailable(f"event log {self._path} is closed")
         if self._path != ":memory:":
             await self._check_file()
-        db, forget_exit = await worker.connect(self._path)
+        if not self._read_only:
+            try:
+                return await self._open(self._path, self._set_up)
+            except sqlite3.OperationalError as exc:
+                # A file we cannot write (or whose -shm file cannot be made) may still be read.
+                if _code(exc) not in _READ_ONLY_CODES or not await anyio.Path(self._path).exists():
+                    raise
+        db = await self._open_read_only()
+        self._read_only = True
+        return db
+
+    async def _open_read_only(self) -> aiosqlite.Connection:
+        """The file opened for reading only; never created, never given tables or migrated."""
+        uri = (await anyio.Path(self._path).absolute()).as_uri() + "?mode=ro"
         try:
-            found = await worker.on_thread(db, self._set_up)
+            return await self._open(uri, self._look, uri=True)
+        except sqlite3.OperationalError as exc:
+            if _code(exc) != sqlite3.SQLITE_CANTOPEN:
+                raise
+        # WAL mode needs the -shm file, which a read-only directory cannot get: read the file
+        # as it stands (SQLite then ignores the WAL, as it may, the file being unwritable).
+        return await self._open(uri + "&immutable=1", self._look, uri=True)
+
+    async def _open(
+        self, target: str, set_up: Callable[[sqlite3.Connection], str], *, uri: bool = False
+    ) -> aiosqlite.Connection:
+        """A connection to ``target`` set up by ``set_up``, which tells the store version."""
+        db, forget_exit = await worker.connect(target, uri=uri)
+        try:
+            found = await worker.on_thread(db, set_up)
         except BaseException:
             await _close_quietly(db, forget_exit)
             raise
         if found != str(sql.STORE_VERSION):
             await _close_quietly(db, forget_exit)
-            newer = found.isdigit() and int(found) > sql.STORE_VERSION
-            raise StoreUnavailable(
-                f"event log {self._path} has store schema version {found}, this code reads"
-                f" version {sql.STORE_VERSION}" + ("; upgrade the library" if newer else "")
-            )
+            raise StoreUnavailable(self._version_problem(found, read_only=set_up == self._look))
         self._sids.clear()  # a fresh ":memory:" database numbers its sessions anew
         self._db, self._forget_exit = db, forget_exit
         return db
 
+    def _version_problem(self, found: str, *, read_only: bool) -> str:
+        """Why a file of store version ``found`` cannot be used."""
+        if found == "none" and read_only:
+            return f"event log {self._path} has no event log tables (opened read-only: not made)"
+        problem = (
+            f"event log {self._path} has store schema version {found}, this code reads"
+            f" version {sql.STORE_VERSION}"
+        )
+        if found.isdigit() and int(found) > sql.STORE_VERSION:
+            return problem + "; upgrade the library"
+        if found == str(sql.MIGRATES_FROM) and read_only:
+            return problem + f" and migrates version {found}, but the file is read-only"
+        return problem
+
     def _set_up(self, conn: sqlite3.Connection) -> str:
-        """Pragmas, then the schema if the file has none; the file's store schema version."""
+        """Pragmas, then the schema if the file has none (or a migration); its store version."""
         conn.executescript(
             f"PRAGMA busy_timeout = {self._busy_ms}; PRAGMA synchronous = {self._synchronous};"
             f" PRAGMA wal_autocheckpoint = {sql.WAL_AUTOCHECKPOINT};"
@@ -370,14 +428,22 @@ class SqliteEventLog:
             worker.transaction(conn, _migrate)
         return _version(conn)
 
+    def _look(self, conn: sqlite3.Connection) -> str:
+        """A read-only connection's set-up: the file's store version, changing nothing."""
+        conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+        if conn.execute(sql.HAS_META).fetchone() is None:
+            return "none"
+        return _version(conn)
+
     async def _check_file(self) -> None:
         file = anyio.Path(self._path)
         if not await file.parent.is_dir():
             raise StoreUnavailable(
                 f"event log {self._path}: directory {file.parent} does not exist"
             )
-        if not self._create and not await file.exists():
-            raise StoreUnavailable(f"event log {self._path} does not exist (create=False)")
+        if not (self._create and not self._read_only) and not await file.exists():
+            why = "read_only=True" if self._read_only else "create=False"
+            raise StoreUnavailable(f"event log {self._path} does not exist ({why})")
 
     async def _drop(self, db: aiosqlite.Connection) -> None:
         """Close ``db`` after a failure that left it unusable; the next call opens another."""
@@ -393,6 +459,14 @@ class SqliteEventLog:
 
     def _unavailable(self, action: Action, exc: sqlite3.Error) -> StoreUnavailable:
         what = action if isinstance(action, str) else action()
+        if _code(exc) == sqlite3.SQLITE_READONLY:
+            return StoreUnavailable(f"event log {self._path} is read-only: cannot {what} ({exc})")
+        directory = os.path.dirname(os.path.abspath(self._path))
+        if _code(exc) == sqlite3.SQLITE_CANTOPEN and not os.access(directory, os.W_OK):
+            # SQLite says "unable to open database file" where nothing can be written.
+            return StoreUnavailable(
+                f"event log {self._path}: cannot {what}: directory {directory} is read-only ({exc})"
+            )
         return StoreUnavailable(f"event log {self._path}: cannot {what}: {exc}")
 
 
@@ -402,6 +476,16 @@ async def _close_quietly(db: aiosqlite.Connection, forget_exit: Callable[[], Non
         await db.close()
     if forget_exit is not None:
         forget_exit()
+
+
+#: SQLite's primary result codes that say a file cannot be written (or opened for writing).
+_READ_ONLY_CODES = frozenset({sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN})
+
+
+def _code(exc: sqlite3.Error) -> int:
+    """The primary SQLite result code of ``exc`` (its extended code's low byte); -1 if none."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return -1 if code is None else code & 0xFF
 
 
 def _version(conn: sqlite3.Connection) -> str:

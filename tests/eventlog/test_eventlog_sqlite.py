@@ -24,6 +24,7 @@ from eventlog import (
     CorruptEvent,
     Event,
     EventKind,
+    Lease,
     LeaseHolder,
     LeaseLost,
     Note,
@@ -531,6 +532,7 @@ class TestUnavailable:
                     await log.append(batch(turn=2))
         assert str(db_path) in str(caught.value)
         assert str(A) in str(caught.value)
+        assert "read-only" in str(caught.value)
         async with SqliteEventLog(db_path) as log:
             assert stored == await log.read(A)
 
@@ -663,3 +665,142 @@ class TestMigration:
         async with SqliteEventLog(db_path) as log:
             assert 0 == wal_commits(db_path)
             assert stored == await log.read(A)
+
+
+@contextlib.contextmanager
+def unwritable(*paths: Path) -> Iterator[None]:
+    """Make files and directories unwritable for the duration, even for root.
+
+    Root ignores permission bits, so as root the immutable attribute (chattr +i) is set: the
+    kernel then refuses every write, creating files in a directory included, which is what a
+    read-only file system does to SQLite (no -wal or -shm file can be made).
+    """
+    if os.geteuid() != 0:
+        modes = [path.stat().st_mode for path in paths]
+        for path in paths:
+            path.chmod(0o555 if path.is_dir() else 0o444)
+        try:
+            yield
+        finally:
+            for path, mode in zip(paths, modes, strict=True):
+                path.chmod(mode)
+        return
+    chattr = shutil.which("chattr")
+    if chattr is None or subprocess.run([chattr, "+i", *map(str, paths)], check=False).returncode:
+        pytest.skip("cannot make a file read-only for root here (no chattr, or no support)")
+    try:
+        yield
+    finally:
+        subprocess.run([chattr, "-i", *map(str, paths)], check=True)
+
+
+async def fill(db_path: Path, clock) -> list[Event]:
+    """A closed store holding session A's events, a due checkpoint of B, and a lease of A."""
+    due = Event.create(
+        SessionKey("app", "ops", "b"),
+        Checkpoint(1, 1, 1, 0.0, "later", stop_reason="deferred", next_wake_at=clock.now),
+    )
+    async with SqliteEventLog(db_path, clock=clock) as log:
+        stored = await add(log, batch())
+        await log.append([due])
+        await log.acquire_lease(A, LeaseHolder("elsewhere", 1, "owner"), ttl=60)
+    return stored
+
+
+async def check_reads_and_refused_writes(log: SqliteEventLog, stored: list[Event], clock) -> None:
+    """Every read of ``log`` serves ``stored``; every write raises StoreUnavailable saying
+    that the event log is read-only."""
+    assert stored == await log.read(A)
+    assert stored[-1:] == await log.read_last(A, [EventKind.CHECKPOINT], 1)
+    assert stored[-1] == await log.latest_checkpoint(A)
+    assert 2 == len(await log.sessions())
+    assert ["b"] == [s.key.session_id for s in await log.due_sessions(clock.now)]
+    lease = Lease(A, LeaseHolder("elsewhere", 1, "owner"), clock.now, epoch=1)
+    writes = [
+        log.append(batch(turn=2)),
+        log.append(batch(turn=2), lease=lease),
+        log.append_and_release(batch(turn=2), lease),
+        log.acquire_lease(A, LeaseHolder("here", 2, "me"), ttl=30),
+        log.renew_lease(lease, ttl=30),
+        log.release_lease(lease),
+    ]
+    for write in writes:
+        with pytest.raises(StoreUnavailable, match="read-only") as caught:
+            await write
+        assert str(log.path) in str(caught.value)
+        assert "unable to open" not in str(caught.value)
+    assert log.read_only
+
+
+class TestReadOnly:
+    """A store that cannot be written still serves every read; each write says it is read-only."""
+
+    async def test_read_only_flag(self, db_path: Path, clock) -> None:
+        """read_only=True reads a store made by the store and never writes to it."""
+        stored = await fill(db_path, clock)
+        before = await anyio.Path(db_path).read_bytes()
+        async with SqliteEventLog(db_path, clock=clock, read_only=True) as log:
+            await check_reads_and_refused_writes(log, stored, clock)
+        assert before == await anyio.Path(db_path).read_bytes()
+
+    async def test_read_only_flag_sees_what_a_writer_has_in_its_wal(
+        self, db_path: Path, clock
+    ) -> None:
+        """Beside a live writer, a read-only log reads the WAL too, later commits included."""
+        async with SqliteEventLog(db_path, clock=clock) as writer:
+            first = await add(writer, batch())
+            async with SqliteEventLog(db_path, read_only=True) as reader:
+                assert first == await reader.read(A)
+                later = await add(writer, batch(turn=2))
+                assert first + later == await reader.read(A)
+
+    async def test_read_only_directory_falls_back_by_itself(self, db_path: Path, clock) -> None:
+        """A store in a directory nothing can be written to (a read-only file system: no -shm
+        file can be made) opens read-only without being asked, and says so on writes."""
+        stored = await fill(db_path, clock)
+        assert not await anyio.Path(f"{db_path}-shm").exists()  # closed cleanly: SQLite removed it
+        with unwritable(db_path.parent, db_path):
+            async with SqliteEventLog(db_path, clock=clock) as log:
+                await check_reads_and_refused_writes(log, stored, clock)
+            async with SqliteEventLog(db_path, clock=clock, read_only=True) as log:
+                await check_reads_and_refused_writes(log, stored, clock)
+
+    async def test_new_file_in_a_read_only_directory(self, tmp_path: Path) -> None:
+        """Creating a store where nothing can be written says the directory is read-only."""
+        directory = tmp_path / "ro"
+        directory.mkdir()
+        with unwritable(directory), pytest.raises(StoreUnavailable, match="read-only") as caught:
+            await SqliteEventLog(directory / "events.db").open()
+        assert str(directory) in str(caught.value)
+
+    async def test_read_only_flag_never_creates_a_file(self, db_path: Path) -> None:
+        """A read-only open of a missing file fails clearly and leaves no file behind."""
+        with pytest.raises(StoreUnavailable, match="does not exist"):
+            await SqliteEventLog(db_path, read_only=True).open()
+        assert not await anyio.Path(db_path).exists()
+
+    @pytest.mark.parametrize("content", ["empty", "other tables"])
+    async def test_read_only_flag_never_creates_the_schema(
+        self, db_path: Path, content: str
+    ) -> None:
+        """A read-only open of a file without the store's tables fails clearly, changing
+        nothing."""
+        with contextlib.closing(sqlite3.connect(db_path)) as conn:
+            if content != "empty":
+                conn.execute("CREATE TABLE other (x)")
+        before = await anyio.Path(db_path).read_bytes()
+        with pytest.raises(StoreUnavailable, match="no event log tables"):
+            await SqliteEventLog(db_path, read_only=True).open()
+        assert before == await anyio.Path(db_path).read_bytes()
+
+    async def test_version_2_file_opened_read_only(self, db_path: Path) -> None:
+        """A version 2 file cannot be migrated read-only: a clear refusal, the file as it was."""
+        write_v2_file(db_path, batch(), LeaseHolder("h", 1, "t"), "2000-01-01T00:00:00+00:00")
+        with pytest.raises(StoreUnavailable, match="read-only") as caught:
+            await SqliteEventLog(db_path, read_only=True).open()
+        assert "version 2" in str(caught.value)
+
+    def test_memory_database_cannot_be_read_only(self) -> None:
+        """A read-only in-memory database would hold nothing: refused."""
+        with pytest.raises(ValueError, match="read_only"):
+            SqliteEventLog(":memory:", read_only=True)
