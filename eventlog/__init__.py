@@ -9,6 +9,7 @@ Map:
     _schema.py   SqliteEventLog's tables, statements and row conversions
     _worker.py   aiosqlite's thread: one trip per operation, a daemon closed at exit
     _rules.py    pure rules both stores share: lease takeover, summaries, due sessions
+    _process.py  this host's process table: a holder's start time, zombies, reused pids
     _errors.py   the error tree (EventLogError at the root)
 """
 

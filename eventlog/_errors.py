@@ -3,6 +3,7 @@
 EventLogError
 ├── SessionLocked          another live holder has the session lease
 ├── LeaseLost              our lease was taken over or expired while we ran
+├── SessionFinished        the session has finished: control and inject are refused
 ├── CorruptEvent           a stored row that cannot be read back (also a ValueError)
 │   └── UnknownSchemaVersion   written by a newer (or unknown) schema
 └── StoreUnavailable       the database cannot be opened or written (missing, read-only, full)
@@ -33,10 +34,16 @@ class LeaseLost(EventLogError):
 
 
 class SessionFinished(EventLogError):
-    """The session has finished (completed, or stopped for good): control and inject are refused."""
+    """The session has finished (completed, or stopped for good): control and inject are refused.
+
+    A message or a control request for it would be a row nobody ever reads.
+    """
 
     def __init__(self, session: str, detail: str = "") -> None:
-        super().__init__(f"session {session} has finished" + (f": {detail}" if detail else ""))
+        super().__init__(
+            f"session {session} has finished: control and inject are refused"
+            + (f" ({detail})" if detail else "")
+        )
         self.session = session
 
 

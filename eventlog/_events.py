@@ -62,7 +62,10 @@ class ToolCallRecord:
 
 @attrs.frozen
 class UserMessage:
-    """The prompt of one turn as the model saw it (inbox block included)."""
+    """The prompt of one turn as the model saw it (inbox block included).
+
+    ``inbox_ids`` are the message ids of the inbox messages the prompt carries.
+    """
 
     text: str
     turn: int
@@ -143,10 +146,10 @@ class Checkpoint:
     consecutive failures of the current turn (the retry policy's ``attempt``). ``goal`` is the
     run's first prompt (kept in every window of history). ``inbox_from_seq`` is the seq of the
     oldest inbox message not yet delivered (0: none), so a resume reads the inbox from there.
-    ``paused`` says the run was parked by a pause; ``stopped`` that it was stopped on purpose
-    (only a forced resume runs the session again). ``unseen_from`` is the first log seq whose
-    inbox and control events the run had not read when it wrote this (0: not known): a resume
-    obeys what came from there on, even before the checkpoint.
+    ``paused``: the run was parked by a pause when it wrote this. ``stopped``: the run was
+    stopped on purpose by a stop request (a resume needs force). ``unseen_from`` is the first log
+    seq whose inbox and control events the run had not read when it wrote this (0: not known):
+    a resume obeys what came from there on, even before the checkpoint.
     """
 
     turns: int

@@ -17,6 +17,7 @@ from ._errors import LeaseLost, SessionLocked, StoreUnavailable
 from ._events import Event, EventKind, SessionKey, utcnow
 from ._rules import (
     as_utc,
+    check_fenced_batch,
     check_limit,
     checkpoint_of,
     is_due,
@@ -68,7 +69,8 @@ class MemoryEventLog:
         self._events: dict[SessionKey, list[_Stored]] = {}
         self._checkpoints: dict[SessionKey, _Stored] = {}
         self._summaries: dict[SessionKey, SessionSummary] = {}  # built on demand, per checkpoint
-        self._leases: dict[SessionKey, Lease] = {}
+        self._leases: dict[SessionKey, Lease] = {}  # the held ones
+        self._epochs: dict[SessionKey, int] = {}  # the last epoch of each session, kept forever
         self._closed = False
 
     def __repr__(self) -> str:
@@ -94,13 +96,19 @@ class MemoryEventLog:
         if self._closed:
             raise StoreUnavailable("this MemoryEventLog is closed")
 
-    async def append(self, events: Sequence[Event]) -> list[int]:
+    async def append(self, events: Sequence[Event], *, lease: Lease | None = None) -> list[int]:
         """Append ``events`` atomically, in order; returns their ``seq``s, in order.
 
         A checkpoint kind without a checkpoint payload fails the whole batch (``TypeError``).
+        With ``lease``, a lease that is no longer the session's (holder and epoch) raises
+        :class:`~eventlog.LeaseLost` and nothing is written; every event of the batch must be
+        of ``lease.key`` (``ValueError``).
         """
         if self._closed:
             self._check_open()
+        if lease is not None:
+            check_fenced_batch(events, lease)
+            self._check_fence(lease)
         for event in events:
             if event.kind == EventKind.CHECKPOINT:
                 checkpoint_of(event)  # a checkpoint kind must carry a checkpoint
@@ -191,7 +199,10 @@ class MemoryEventLog:
         return attrs.evolve(summary, holder=str(lease.holder))
 
     async def acquire_lease(self, key: SessionKey, holder: LeaseHolder, ttl: float) -> Lease:
-        """Take the session's lease for ``ttl`` seconds or raise :class:`SessionLocked`."""
+        """Take the session's lease for ``ttl`` seconds or raise :class:`SessionLocked`.
+
+        A holder that did not hold it already gets the next epoch.
+        """
         self._check_open()
         now = as_utc(self._clock())
         expires_at = lease_expiry(now, ttl)
@@ -200,31 +211,53 @@ class MemoryEventLog:
             current.holder, current.expires_at, holder, now, this_host=self._host
         ):
             raise SessionLocked(str(key), str(current.holder))
-        lease = Lease(key=key, holder=holder, expires_at=expires_at, log_seq=self._seq)
+        if current is not None and current.holder == holder:
+            epoch = current.epoch
+        else:
+            epoch = self._epochs[key] = self._epochs.get(key, 0) + 1
+        lease = Lease(key, holder, expires_at, log_seq=self._seq, epoch=epoch)
         self._leases[key] = lease
         return lease
 
     async def renew_lease(self, lease: Lease, ttl: float) -> Lease:
-        """Extend our lease or raise :class:`LeaseLost` when it is no longer ours."""
+        """Extend our lease (same epoch) or raise :class:`LeaseLost` when it is no longer ours."""
         self._check_open()
         expires_at = lease_expiry(self._clock(), ttl)
-        current = self._leases.get(lease.key)
-        if current is None or current.holder != lease.holder:
-            detail = "released" if current is None else f"now held by {current.holder}"
-            raise LeaseLost(str(lease.key), detail)
+        self._check_fence(lease)
         renewed = attrs.evolve(lease, expires_at=expires_at)
         self._leases[lease.key] = renewed
         return renewed
 
     async def append_and_release(self, events: Sequence[Event], lease: Lease) -> list[int]:
-        """Append ``events`` and drop our ``lease``, as one step: both or neither."""
-        seqs = await self.append(events)
+        """Append ``events`` fenced by ``lease`` and drop it, as one step: both or neither.
+
+        A lease lost meanwhile raises :class:`~eventlog.LeaseLost`: nothing is written and the
+        new holder keeps the session.
+        """
+        if events:
+            seqs = await self.append(events, lease=lease)
+        else:
+            check_fenced_batch(events, lease)
+            seqs = []
         await self.release_lease(lease)
         return seqs
 
     async def release_lease(self, lease: Lease) -> None:
-        """Drop our lease (never another holder's); releasing twice is harmless."""
+        """Drop our lease (never another holder's, nor ours of another epoch); releasing twice
+        is harmless."""
         self._check_open()
         current = self._leases.get(lease.key)
-        if current is not None and current.holder.token == lease.holder.token:
+        if (
+            current is not None
+            and current.holder.token == lease.holder.token
+            and current.epoch == lease.epoch
+        ):
             del self._leases[lease.key]
+
+    def _check_fence(self, lease: Lease) -> None:
+        """Raise :class:`LeaseLost` unless ``lease`` is the session's: its holder, its epoch."""
+        current = self._leases.get(lease.key)
+        if current is None:
+            raise LeaseLost(str(lease.key), "released")
+        if current.holder.token != lease.holder.token or current.epoch != lease.epoch:
+            raise LeaseLost(str(lease.key), f"now held by {current.holder} (epoch {current.epoch})")

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
 from ._events import Checkpoint, Event
-from ._store import LeaseHolder, SessionSummary
+from ._process import PROC, kill_probe, process_stat
+from ._store import Lease, LeaseHolder, SessionSummary
 
 
 def as_utc(moment: datetime) -> datetime:
@@ -24,17 +24,25 @@ def lease_expiry(now: datetime, ttl: float) -> datetime:
     return as_utc(now) + timedelta(seconds=ttl)
 
 
-def pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` exists on this host (``True`` when that cannot be told)."""
+def process_alive(pid: int, started: str = "", *, proc: str = PROC) -> bool:
+    """Whether the process ``pid`` that started at ``started`` still runs on this host.
+
+    Gone: no such pid, a zombie (it exited, nobody reaped it yet), or a pid whose start time is
+    not ``started`` (the pid was given to another process). ``started`` empty: any start time.
+    Without ``/proc``, a signal probe decides. ``True`` whenever it cannot be told.
+    """
     if pid <= 0:
         return True
     try:
-        os.kill(pid, 0)
+        stat = process_stat(pid, proc)
     except ProcessLookupError:
         return False
-    except OSError:  # PermissionError included: the process exists, it is not ours
-        return True
-    return True
+    if stat is None:
+        return kill_probe(pid)
+    state, start = stat
+    if state in ("Z", "X"):  # zombie, or dead while being reaped
+        return False
+    return not started or start == started
 
 
 def may_take_lease(
@@ -44,17 +52,18 @@ def may_take_lease(
     now: datetime,
     *,
     this_host: str,
-    alive: Callable[[int], bool] = pid_alive,
+    alive: Callable[[int, str], bool] = process_alive,
 ) -> bool:
     """Whether ``asker`` may take a lease now held by ``current`` until ``expires_at``.
 
-    Free, ours, expired, or held by a process of this host that is gone: yes. A live holder: no.
+    Free, ours, expired, or held by a process of this host that is gone (a zombie, or a pid
+    that now names a process with another start time): yes. A live holder: no.
     """
     if current is None or expires_at is None or current == asker:
         return True
     if as_utc(expires_at) <= as_utc(now):
         return True
-    return current.host == this_host and not alive(current.pid)
+    return current.host == this_host and not alive(current.pid, current.started)
 
 
 def checkpoint_of(event: Event) -> Checkpoint:
@@ -82,16 +91,30 @@ def summary_of(event: Event, seq: int | None = None) -> SessionSummary:
         next_wake_at=None if wake is None else as_utc(wake),
         updated_at=as_utc(event.at),
         checkpoint_seq=event.seq if seq is None else seq,
+        paused=payload.paused,
+        stopped=payload.stopped,
     )
 
 
 def is_due(summary: SessionSummary, now: datetime) -> bool:
-    """Whether a session deferred itself to a wake time that has come."""
+    """Whether a session deferred itself to a wake time that has come (and was not stopped)."""
     return (
-        summary.stop_reason == "deferred"
+        not summary.stopped
+        and summary.stop_reason == "deferred"
         and summary.next_wake_at is not None
         and summary.next_wake_at <= as_utc(now)
     )
+
+
+def check_fenced_batch(events: Sequence[Event], lease: Lease) -> None:
+    """Refuse a batch fenced by ``lease`` that holds an event of another session (ValueError)."""
+    key = lease.key
+    for event in events:
+        if event.key is not key and event.key != key:  # mostly the very same key object
+            raise ValueError(
+                f"an append fenced by the lease of session {key} holds an event of"
+                f" session {event.key} ({event.id})"
+            )
 
 
 def check_limit(limit: int | None) -> None:

@@ -15,7 +15,12 @@ from ._store import LeaseHolder, SessionSummary
 #: The version of the tables below, kept in ``meta``; a newer file is refused, never rewritten.
 #: Version 2 keys events by an integer session id (``sessions.sid``) instead of three text
 #: columns, and finds a session's latest checkpoint through ``sessions.checkpoint_seq``.
-STORE_VERSION = 2
+#: Version 3 adds the lease's epoch and its holder's start time, and the summary's paused and
+#: stopped flags; a version 2 file is migrated in place when opened (:data:`MIGRATE_2_TO_3`).
+STORE_VERSION = 3
+
+#: The oldest store version this code migrates; an older file is refused.
+MIGRATES_FROM = 2
 
 #: The page size of a new file. Every commit writes each page it touched to the WAL in full, and
 #: the WAL is synced and copied back at each checkpoint: an append of a few small events touches
@@ -46,6 +51,8 @@ CREATE TABLE IF NOT EXISTS sessions (
     stop_reason TEXT,
     next_wake_at TEXT,
     updated_at TEXT,
+    paused INTEGER NOT NULL DEFAULT 0,
+    stopped INTEGER NOT NULL DEFAULT 0,
     UNIQUE (app, user, session_id)
 );
 CREATE INDEX IF NOT EXISTS sessions_by_wake ON sessions (next_wake_at)
@@ -70,11 +77,26 @@ CREATE TABLE IF NOT EXISTS leases (
     token TEXT NOT NULL,
     heartbeat TEXT NOT NULL,
     expires_at TEXT NOT NULL,
+    started TEXT NOT NULL DEFAULT '',
+    epoch INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (app, user, session_id)
 );
 INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '{STORE_VERSION}');
 COMMIT;
 """
+
+# A lease row is kept once written, so that its epoch only ever grows: a released lease is a
+# row without a holder (an empty token; an empty expiry, before every time).
+#
+# Version 2 to 3, run in one transaction: every column added has a default that is right for
+# what version 2 wrote (no epochs yet, no start times, no paused or stopped checkpoints).
+MIGRATE_2_TO_3 = (
+    "ALTER TABLE sessions ADD COLUMN paused INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE sessions ADD COLUMN stopped INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE leases ADD COLUMN started TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE leases ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0",
+    "UPDATE meta SET value = '3' WHERE key = 'schema_version'",
+)
 
 HAS_META = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
 GET_VERSION = "SELECT value FROM meta WHERE key = 'schema_version'"
@@ -91,12 +113,20 @@ INSERT_EVENT = (
 )
 UPDATE_SUMMARY = """
 UPDATE sessions SET
-    checkpoint_seq = ?, turns = ?, cost_usd = ?, stop_reason = ?, next_wake_at = ?, updated_at = ?
+    checkpoint_seq = ?, turns = ?, cost_usd = ?, stop_reason = ?, next_wake_at = ?, updated_at = ?,
+    paused = ?, stopped = ?
 WHERE sid = ?
 """
 
+#: The kinds this code knows, as an SQL list. A read filtered by kind also fetches the rows of
+#: every other kind (a newer release's, or a damaged row) so that decoding them fails loudly:
+#: a filter must never make a row this code cannot read vanish from a resume in silence.
+KNOWN_KINDS = ", ".join(f"'{kind}'" for kind in EventKind)
+#: The kind filter, to format with the wanted kinds' placeholders.
+KIND_FILTER = f" AND (kind IN ({{}}) OR kind NOT IN ({KNOWN_KINDS}))"
+
 SELECT_EVENTS = f"SELECT {_EVENT_COLUMNS} FROM events WHERE sid = {_SID} AND seq > ?"
-SELECT_LAST = f"SELECT {_EVENT_COLUMNS} FROM events WHERE sid = {_SID} AND kind IN ({{}})"
+SELECT_LAST = f"SELECT {_EVENT_COLUMNS} FROM events WHERE sid = {_SID}" + KIND_FILTER
 SELECT_CHECKPOINT = """
 SELECT e.seq, e.id, e.kind, e.author, e.at, e.v, e.payload
 FROM sessions AS s JOIN events AS e ON e.seq = s.checkpoint_seq
@@ -105,7 +135,7 @@ WHERE s.app = ? AND s.user = ? AND s.session_id = ?
 
 _SUMMARY_SELECT = """
 SELECT s.app, s.user, s.session_id, s.turns, s.cost_usd, s.stop_reason, s.next_wake_at,
-       s.updated_at, s.checkpoint_seq, l.host, l.pid, l.token
+       s.updated_at, s.checkpoint_seq, s.paused, s.stopped, l.host, l.pid, l.token
 FROM sessions AS s LEFT JOIN leases AS l
     ON l.app = s.app AND l.user = s.user AND l.session_id = s.session_id AND l.expires_at > ?
 """
@@ -114,23 +144,26 @@ SELECT_SESSIONS = (
 )
 SELECT_DUE = (
     _SUMMARY_SELECT
-    + " WHERE s.stop_reason = 'deferred' AND s.next_wake_at <= ?"
+    + " WHERE s.stop_reason = 'deferred' AND s.next_wake_at <= ? AND s.stopped = 0"
     + " ORDER BY s.next_wake_at, s.checkpoint_seq"
 )
 
-SELECT_LEASE = f"SELECT host, pid, token, expires_at FROM leases WHERE {_SESSION}"
+SELECT_LEASE = f"SELECT host, pid, token, started, expires_at, epoch FROM leases WHERE {_SESSION}"
 WRITE_LEASE = """
-INSERT INTO leases (app, user, session_id, host, pid, token, heartbeat, expires_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+INSERT INTO leases (app, user, session_id, host, pid, token, started, heartbeat, expires_at, epoch)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (app, user, session_id) DO UPDATE SET
     host = excluded.host, pid = excluded.pid, token = excluded.token,
-    heartbeat = excluded.heartbeat, expires_at = excluded.expires_at
+    started = excluded.started, heartbeat = excluded.heartbeat,
+    expires_at = excluded.expires_at, epoch = excluded.epoch
 """
 RENEW_LEASE = (
-    f"UPDATE leases SET heartbeat = ?, expires_at = ?"
-    f" WHERE {_SESSION} AND host = ? AND pid = ? AND token = ?"
+    f"UPDATE leases SET heartbeat = ?, expires_at = ? WHERE {_SESSION} AND token = ? AND epoch = ?"
 )
-RELEASE_LEASE = f"DELETE FROM leases WHERE {_SESSION} AND token = ?"
+RELEASE_LEASE = (
+    "UPDATE leases SET host = '', pid = 0, token = '', started = '', expires_at = ''"
+    f" WHERE {_SESSION} AND token = ? AND epoch = ?"
+)
 MAX_SEQ = "SELECT coalesce(max(seq), 0) FROM events"  # the rowid's max: one b-tree descent
 
 
@@ -174,6 +207,8 @@ def checkpoint_params(event: Event) -> tuple[Any, ...]:
         summary.stop_reason,
         None if wake is None else timestamp(wake),
         timestamp(summary.updated_at),
+        int(summary.paused),
+        int(summary.stopped),
     )
 
 
@@ -203,7 +238,8 @@ def event_from_row(row: Sequence[Any], key: SessionKey) -> Event:
 
 def summary_from_row(row: Sequence[Any]) -> SessionSummary:
     """A session summary (with its live lease holder, if any) from a sessions/leases row."""
-    app, user, session_id, turns, cost, reason, wake, updated, seq, host, pid, token = row
+    app, user, session_id, turns, cost, reason, wake, updated, seq, paused, stopped, *held = row
+    host, pid, token = held
     return SessionSummary(
         key=SessionKey(app, user, session_id),
         turns=turns,
@@ -213,4 +249,25 @@ def summary_from_row(row: Sequence[Any]) -> SessionSummary:
         updated_at=datetime.fromisoformat(updated),
         checkpoint_seq=seq,
         holder=None if host is None else str(LeaseHolder(host, pid, token)),
+        paused=bool(paused),
+        stopped=bool(stopped),
     )
+
+
+def lease_of_row(row: Sequence[Any] | None) -> tuple[LeaseHolder | None, datetime | None, int]:
+    """A :data:`SELECT_LEASE` row as (holder, expiry, epoch); no holder for a released lease.
+
+    No row at all is a session never leased: no holder, epoch 0.
+    """
+    if row is None:
+        return None, None, 0
+    host, pid, token, started, expires_at, epoch = row
+    if not token:
+        return None, None, epoch
+    return LeaseHolder(host, pid, token, started), datetime.fromisoformat(expires_at), epoch
+
+
+def lost_detail(row: Sequence[Any] | None) -> str:
+    """Why a lease is no longer ours, from the session's :data:`SELECT_LEASE` row."""
+    current, _, epoch = lease_of_row(row)
+    return "released" if current is None else f"now held by {current} (epoch {epoch})"

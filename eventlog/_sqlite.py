@@ -20,7 +20,7 @@ from . import _schema as sql
 from . import _worker as worker
 from ._errors import LeaseLost, SessionLocked, StoreUnavailable
 from ._events import Event, EventKind, SessionKey, utcnow
-from ._rules import as_utc, check_limit, lease_expiry, may_take_lease
+from ._rules import as_utc, check_fenced_batch, check_limit, lease_expiry, may_take_lease
 from ._store import Clock, Lease, LeaseHolder, SessionSummary
 
 T = TypeVar("T")
@@ -48,6 +48,15 @@ class SqliteEventLog:
 
     A file that cannot be opened or written (missing directory, read-only, disk full, a store
     written by a newer version) raises :class:`~eventlog.StoreUnavailable` naming the file.
+
+    ``read_only=True`` opens an existing store for reading only (never creating the file or its
+    tables, never migrating it); a store that cannot be written (a read-only file system or
+    file) is opened so by itself. A read-only log serves every read, and every write raises
+    :class:`~eventlog.StoreUnavailable` saying the event log is read-only. Where even SQLite's
+    shared-memory file cannot be made (a read-only directory), the file is read as it stands
+    (``immutable``): what was still only in its WAL, after a crash, is not seen.
+
+    A file of store version 2 is migrated to version 3 in place when opened, in one transaction.
     """
 
     durable: bool = True
@@ -60,6 +69,7 @@ class SqliteEventLog:
         synchronous: str = "NORMAL",
         create: bool = True,
         busy_timeout: float = 5.0,
+        read_only: bool = False,
     ) -> None:
         mode = synchronous.upper()
         if mode not in _SYNCHRONOUS:
@@ -67,6 +77,9 @@ class SqliteEventLog:
         if not busy_timeout >= 0:
             raise ValueError(f"busy_timeout must be >= 0 seconds, not {busy_timeout!r}")
         self._path = os.fspath(path)
+        if read_only and self._path == ":memory:":
+            raise ValueError("read_only needs a file: a new in-memory database holds nothing")
+        self._read_only = read_only  # also set when the file turns out unwritable on open
         self._clock = clock
         self._synchronous = mode
         self._create = create
@@ -82,6 +95,11 @@ class SqliteEventLog:
     def path(self) -> str:
         """The database file."""
         return self._path
+
+    @property
+    def read_only(self) -> bool:
+        """Whether this log only reads: asked for, or found so when it opened the file."""
+        return self._read_only
 
     def __repr__(self) -> str:
         return f"SqliteEventLog({self._path!r})"
@@ -123,7 +141,7 @@ class SqliteEventLog:
 
     # -- writing ---------------------------------------------------------------------------
 
-    async def append(self, events: Sequence[Event]) -> list[int]:
+    async def append(self, events: Sequence[Event], *, lease: Lease | None = None) -> list[int]:
         """Append ``events`` in one transaction, in order; returns their ``seq``s, in order.
 
         A checkpoint in the batch also updates its session's summary, in the same transaction.
@@ -132,27 +150,38 @@ class SqliteEventLog:
         trip to the connection's thread: inside a run that is cheaper than on the thread (the
         events are fresh in this thread's caches) and the transaction holds the write lock
         for the inserts alone.
+
+        With ``lease``, the transaction first reads the session's lease row (a primary key
+        lookup, in the same trip): not ``lease``'s holder at ``lease``'s epoch any more, and
+        :class:`~eventlog.LeaseLost` is raised with nothing written. All events of a fenced
+        batch must be of ``lease.key`` (``ValueError``).
         """
+        if lease is not None:
+            check_fenced_batch(events, lease)
         if not events:
             return []
-        return await self._append(events, None)
+        return await self._append(events, lease, release=False)
 
     async def append_and_release(self, events: Sequence[Event], lease: Lease) -> list[int]:
-        """Append ``events`` and drop our ``lease`` in the same transaction (a run's last write).
+        """Append ``events`` fenced by ``lease`` and drop it, in the same transaction.
 
-        Both happen or neither does; the release is :meth:`release_lease`'s (never another
-        holder's row). One trip to the connection's thread instead of two.
+        Both happen or neither does: a lease lost meanwhile raises
+        :class:`~eventlog.LeaseLost`, writes nothing and leaves the new holder's lease alone.
+        One trip to the connection's thread instead of two.
         """
+        check_fenced_batch(events, lease)
         if not events:
             await self.release_lease(lease)
             return []
-        return await self._append(events, lease)
+        return await self._append(events, lease, release=True)
 
-    async def _append(self, events: Sequence[Event], release: Lease | None) -> list[int]:
+    async def _append(
+        self, events: Sequence[Event], lease: Lease | None, *, release: bool
+    ) -> list[int]:
         rows, checkpoints = _encode(events, self._sids)
         insert = functools.partial(_insert, rows=rows, checkpoints=checkpoints)
-        if release is not None:
-            insert = functools.partial(_insert_and_release, insert=insert, lease=release)
+        if lease is not None:
+            insert = functools.partial(_fenced, insert=insert, lease=lease, release=release)
         seqs, added = await self._write(
             lambda: f"append to session {events[0].key}", worker.in_transaction(insert)
         )
@@ -164,40 +193,45 @@ class SqliteEventLog:
         """Take the session's lease for ``ttl`` seconds or raise :class:`SessionLocked`.
 
         The lease is free when nobody holds it, we hold it, it expired, or its holder was a
-        process of this host that no longer exists. A live holder is never displaced.
+        process of this host that is gone (a zombie or a reused pid included). A live holder
+        is never displaced. A holder that did not hold it already gets the next epoch.
         """
         now = as_utc(self._clock())
         expires_at = lease_expiry(now, ttl)
 
         def take(conn: sqlite3.Connection) -> Lease:
             row = conn.execute(sql.SELECT_LEASE, sql.session_params(key)).fetchone()
-            if row is not None:
-                current = LeaseHolder(*row[:3])
-                expiry = datetime.fromisoformat(row[3])
-                if not may_take_lease(current, expiry, holder, now, this_host=self._host):
-                    raise SessionLocked(str(key), str(current))
-            stamps = (sql.timestamp(now), sql.timestamp(expires_at))
-            params = (*sql.session_params(key), holder.host, holder.pid, holder.token, *stamps)
+            current, expiry, epoch = sql.lease_of_row(row)
+            if current is not None and not may_take_lease(
+                current, expiry, holder, now, this_host=self._host
+            ):
+                raise SessionLocked(str(key), str(current))
+            if current != holder:  # a new holder: a new epoch (the row keeps the last one)
+                epoch += 1
+            params = (
+                *sql.session_params(key),
+                *(holder.host, holder.pid, holder.token, holder.started),
+                *(sql.timestamp(now), sql.timestamp(expires_at), epoch),
+            )
             conn.execute(sql.WRITE_LEASE, params)
             (log_seq,) = conn.execute(sql.MAX_SEQ).fetchone()
-            return Lease(key=key, holder=holder, expires_at=expires_at, log_seq=log_seq)
+            return Lease(key, holder, expires_at, log_seq=log_seq, epoch=epoch)
 
         return await self._write(lambda: f"lease session {key}", worker.in_transaction(take))
 
     async def renew_lease(self, lease: Lease, ttl: float) -> Lease:
-        """Extend our lease or raise :class:`LeaseLost` when it is no longer ours."""
-        key, holder = lease.key, lease.holder
+        """Extend our lease (same epoch) or raise :class:`LeaseLost` when it is no longer ours."""
+        key = lease.key
         now = as_utc(self._clock())
         expires_at = lease_expiry(now, ttl)
 
         def renew(conn: sqlite3.Connection) -> Lease:
             stamps = (sql.timestamp(now), sql.timestamp(expires_at))
-            ours = (holder.host, holder.pid, holder.token)
+            ours = (lease.holder.token, lease.epoch)
             cursor = conn.execute(sql.RENEW_LEASE, (*stamps, *sql.session_params(key), *ours))
             if cursor.rowcount != 1:
                 row = conn.execute(sql.SELECT_LEASE, sql.session_params(key)).fetchone()
-                detail = "released" if row is None else f"now held by {LeaseHolder(*row[:3])}"
-                raise LeaseLost(str(key), detail)
+                raise LeaseLost(str(key), sql.lost_detail(row))
             return attrs.evolve(lease, expires_at=expires_at)
 
         return await self._write(
@@ -205,11 +239,11 @@ class SqliteEventLog:
         )
 
     async def release_lease(self, lease: Lease) -> None:
-        """Drop our lease row (never another holder's); releasing twice is harmless."""
-        params = (*sql.session_params(lease.key), lease.holder.token)
+        """Drop our lease (never another holder's, nor ours of another epoch); releasing twice
+        is harmless. The row stays, without a holder, so that the session's epochs only grow."""
         await self._write(
             lambda: f"release the lease of session {lease.key}",
-            worker.in_transaction(lambda conn: conn.execute(sql.RELEASE_LEASE, params)),
+            worker.in_transaction(functools.partial(_release, lease=lease)),
         )
 
     # -- reading ---------------------------------------------------------------------------
@@ -222,13 +256,18 @@ class SqliteEventLog:
         kinds: Collection[EventKind] | None = None,
         limit: int | None = None,
     ) -> list[Event]:
-        """Events of one session with ``seq > after_seq``, oldest first, optionally filtered."""
+        """Events of one session with ``seq > after_seq``, oldest first, optionally filtered.
+
+        A row of a kind this code does not know raises :class:`~eventlog.CorruptEvent` even
+        when ``kinds`` would leave it out: it may be what a newer release wrote, and a reader
+        must not go on as if it were not there.
+        """
         check_limit(limit)
         query = sql.SELECT_EVENTS
         params: list[Any] = [*sql.session_params(key), after_seq]
         if kinds is not None:
             names = [str(kind) for kind in kinds]
-            query += f" AND kind IN ({', '.join('?' * len(names))})"
+            query += sql.KIND_FILTER.format(", ".join("?" * len(names)))
             params.extend(names)
         query += " ORDER BY seq"
         if limit is not None:
@@ -240,7 +279,11 @@ class SqliteEventLog:
     async def read_last(
         self, key: SessionKey, kinds: Collection[EventKind], limit: int
     ) -> list[Event]:
-        """The newest ``limit`` events of the given kinds of one session, oldest first."""
+        """The newest ``limit`` events of the given kinds of one session, oldest first.
+
+        A row of an unknown kind among them raises :class:`~eventlog.CorruptEvent` (see
+        :meth:`read`).
+        """
         check_limit(limit)
         names = [str(kind) for kind in kinds]
         query = sql.SELECT_LAST.format(", ".join("?" * len(names))) + " ORDER BY seq DESC LIMIT ?"
@@ -290,6 +333,9 @@ class SqliteEventLog:
         db = self._db
         if db is None:
             db = await self._connection(action)
+        if self._read_only:
+            what = action if isinstance(action, str) else action()
+            raise StoreUnavailable(f"event log {self._path} is read-only: cannot {what}")
         try:
             return await worker.on_thread(db, work)
         except Exception as exc:
@@ -314,25 +360,62 @@ class SqliteEventLog:
             raise StoreUnavailable(f"event log {self._path} is closed")
         if self._path != ":memory:":
             await self._check_file()
-        db, forget_exit = await worker.connect(self._path)
+        if not self._read_only:
+            try:
+                return await self._open(self._path, self._set_up)
+            except sqlite3.OperationalError as exc:
+                # A file we cannot write (or whose -shm file cannot be made) may still be read.
+                if _code(exc) not in _READ_ONLY_CODES or not await anyio.Path(self._path).exists():
+                    raise
+        db = await self._open_read_only()
+        self._read_only = True
+        return db
+
+    async def _open_read_only(self) -> aiosqlite.Connection:
+        """The file opened for reading only; never created, never given tables or migrated."""
+        uri = (await anyio.Path(self._path).absolute()).as_uri() + "?mode=ro"
         try:
-            found = await worker.on_thread(db, self._set_up)
+            return await self._open(uri, self._look, uri=True)
+        except sqlite3.OperationalError as exc:
+            if _code(exc) != sqlite3.SQLITE_CANTOPEN:
+                raise
+        # WAL mode needs the -shm file, which a read-only directory cannot get: read the file
+        # as it stands (SQLite then ignores the WAL, as it may, the file being unwritable).
+        return await self._open(uri + "&immutable=1", self._look, uri=True)
+
+    async def _open(
+        self, target: str, set_up: Callable[[sqlite3.Connection], str], *, uri: bool = False
+    ) -> aiosqlite.Connection:
+        """A connection to ``target`` set up by ``set_up``, which tells the store version."""
+        db, forget_exit = await worker.connect(target, uri=uri)
+        try:
+            found = await worker.on_thread(db, set_up)
         except BaseException:
             await _close_quietly(db, forget_exit)
             raise
         if found != str(sql.STORE_VERSION):
             await _close_quietly(db, forget_exit)
-            newer = found.isdigit() and int(found) > sql.STORE_VERSION
-            raise StoreUnavailable(
-                f"event log {self._path} has store schema version {found}, this code reads"
-                f" version {sql.STORE_VERSION}" + ("; upgrade the library" if newer else "")
-            )
+            raise StoreUnavailable(self._version_problem(found, read_only=set_up == self._look))
         self._sids.clear()  # a fresh ":memory:" database numbers its sessions anew
         self._db, self._forget_exit = db, forget_exit
         return db
 
+    def _version_problem(self, found: str, *, read_only: bool) -> str:
+        """Why a file of store version ``found`` cannot be used."""
+        if found == "none" and read_only:
+            return f"event log {self._path} has no event log tables (opened read-only: not made)"
+        problem = (
+            f"event log {self._path} has store schema version {found}, this code reads"
+            f" version {sql.STORE_VERSION}"
+        )
+        if found.isdigit() and int(found) > sql.STORE_VERSION:
+            return problem + "; upgrade the library"
+        if found == str(sql.MIGRATES_FROM) and read_only:
+            return problem + f" and migrates version {found}, but the file is read-only"
+        return problem
+
     def _set_up(self, conn: sqlite3.Connection) -> str:
-        """Pragmas, then the schema if the file has none; the file's store schema version."""
+        """Pragmas, then the schema if the file has none (or a migration); its store version."""
         conn.executescript(
             f"PRAGMA busy_timeout = {self._busy_ms}; PRAGMA synchronous = {self._synchronous};"
             f" PRAGMA wal_autocheckpoint = {sql.WAL_AUTOCHECKPOINT};"
@@ -341,8 +424,16 @@ class SqliteEventLog:
         conn.execute("PRAGMA journal_mode = WAL")
         if conn.execute(sql.HAS_META).fetchone() is None:
             conn.executescript(sql.SCHEMA_SCRIPT)
-        row = conn.execute(sql.GET_VERSION).fetchone()
-        return "none" if row is None else str(row[0])
+        if _version(conn) == str(sql.MIGRATES_FROM):
+            worker.transaction(conn, _migrate)
+        return _version(conn)
+
+    def _look(self, conn: sqlite3.Connection) -> str:
+        """A read-only connection's set-up: the file's store version, changing nothing."""
+        conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+        if conn.execute(sql.HAS_META).fetchone() is None:
+            return "none"
+        return _version(conn)
 
     async def _check_file(self) -> None:
         file = anyio.Path(self._path)
@@ -350,8 +441,9 @@ class SqliteEventLog:
             raise StoreUnavailable(
                 f"event log {self._path}: directory {file.parent} does not exist"
             )
-        if not self._create and not await file.exists():
-            raise StoreUnavailable(f"event log {self._path} does not exist (create=False)")
+        if not (self._create and not self._read_only) and not await file.exists():
+            why = "read_only=True" if self._read_only else "create=False"
+            raise StoreUnavailable(f"event log {self._path} does not exist ({why})")
 
     async def _drop(self, db: aiosqlite.Connection) -> None:
         """Close ``db`` after a failure that left it unusable; the next call opens another."""
@@ -367,6 +459,14 @@ class SqliteEventLog:
 
     def _unavailable(self, action: Action, exc: sqlite3.Error) -> StoreUnavailable:
         what = action if isinstance(action, str) else action()
+        if _code(exc) == sqlite3.SQLITE_READONLY:
+            return StoreUnavailable(f"event log {self._path} is read-only: cannot {what} ({exc})")
+        directory = os.path.dirname(os.path.abspath(self._path))
+        if _code(exc) == sqlite3.SQLITE_CANTOPEN and not os.access(directory, os.W_OK):
+            # SQLite says "unable to open database file" where nothing can be written.
+            return StoreUnavailable(
+                f"event log {self._path}: cannot {what}: directory {directory} is read-only ({exc})"
+            )
         return StoreUnavailable(f"event log {self._path}: cannot {what}: {exc}")
 
 
@@ -376,6 +476,34 @@ async def _close_quietly(db: aiosqlite.Connection, forget_exit: Callable[[], Non
         await db.close()
     if forget_exit is not None:
         forget_exit()
+
+
+#: SQLite's primary result codes that say a file cannot be written (or opened for writing).
+_READ_ONLY_CODES = frozenset({sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN})
+
+
+def _code(exc: sqlite3.Error) -> int:
+    """The primary SQLite result code of ``exc`` (its extended code's low byte); -1 if none."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return -1 if code is None else code & 0xFF
+
+
+def _version(conn: sqlite3.Connection) -> str:
+    """The store schema version the file says it has (``"none"`` when it does not say)."""
+    row = conn.execute(sql.GET_VERSION).fetchone()
+    return "none" if row is None else str(row[0])
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Bring a version 2 file to version 3, inside the caller's transaction.
+
+    The version is read again under the write lock: another process may have migrated the
+    file between our first look and the lock.
+    """
+    if _version(conn) != str(sql.MIGRATES_FROM):
+        return
+    for statement in sql.MIGRATE_2_TO_3:
+        conn.execute(statement)
 
 
 def _encode(
@@ -425,16 +553,30 @@ def _insert(
     return seqs, added
 
 
-def _insert_and_release(
+def _fenced(
     conn: sqlite3.Connection,
     *,
     insert: Callable[[sqlite3.Connection], tuple[list[int], dict[SessionKey, int]]],
     lease: Lease,
+    release: bool,
 ) -> tuple[list[int], dict[SessionKey, int]]:
-    """``insert``, then drop ``lease``'s row if it is still ours (inside one transaction)."""
+    """``insert`` if ``lease`` is still the session's (holder and epoch), then drop it if
+    ``release``; inside the caller's transaction. A lost lease raises :class:`LeaseLost`
+    before anything is written."""
+    row = conn.execute(sql.SELECT_LEASE, sql.session_params(lease.key)).fetchone()
+    current, _, epoch = sql.lease_of_row(row)
+    if current is None or current.token != lease.holder.token or epoch != lease.epoch:
+        raise LeaseLost(str(lease.key), sql.lost_detail(row))
     result = insert(conn)
-    conn.execute(sql.RELEASE_LEASE, (*sql.session_params(lease.key), lease.holder.token))
+    if release:
+        _release(conn, lease)
     return result
+
+
+def _release(conn: sqlite3.Connection, lease: Lease) -> None:
+    """Clear ``lease``'s holder from its row if it is still ours, at its epoch."""
+    params = (*sql.session_params(lease.key), lease.holder.token, lease.epoch)
+    conn.execute(sql.RELEASE_LEASE, params)
 
 
 def _session_id(cursor: sqlite3.Cursor, key: SessionKey) -> int:

@@ -12,6 +12,7 @@ from typing import Protocol, runtime_checkable
 import attrs
 
 from ._events import Event, EventKind, SessionKey
+from ._process import process_start
 
 #: A source of the current UTC time; stores take one so tests can drive lease expiry.
 Clock = Callable[[], datetime]
@@ -19,16 +20,28 @@ Clock = Callable[[], datetime]
 
 @attrs.frozen
 class LeaseHolder:
-    """Who holds (or asks for) a session lease: host, process id, and a random token."""
+    """Who holds (or asks for) a session lease: host, process id, and a random token.
+
+    ``started`` is the process's start time as its host's process table gives it (clock ticks
+    since boot, as text; empty when it cannot be told): a holder of this host whose pid now
+    names a process with another start time is gone, its pid reused.
+    """
 
     host: str
     pid: int
     token: str
+    started: str = ""
 
     @classmethod
     def this_process(cls) -> LeaseHolder:
         """A fresh holder for the calling process (a new token on every call)."""
-        return cls(host=socket.gethostname(), pid=os.getpid(), token=secrets.token_hex(8))
+        pid = os.getpid()
+        return cls(
+            host=socket.gethostname(),
+            pid=pid,
+            token=secrets.token_hex(8),
+            started=process_start(pid),
+        )
 
     def __str__(self) -> str:
         return f"{self.host}:{self.pid}:{self.token}"
@@ -41,17 +54,27 @@ class Lease:
     ``log_seq`` is the newest seq in the whole log when the lease was taken (``None`` when the
     store does not say): every event appended after that has a larger seq, so a run can watch
     for what arrives while it holds the lease without a read of its own first.
+
+    ``epoch`` numbers the holders of the session: every acquisition by a holder that does not
+    hold the lease already gives a larger one (never reused, not even after a release), and a
+    renewal keeps it. An append fenced by this lease lands only while the session's lease is
+    still this holder's, at this epoch.
     """
 
     key: SessionKey
     holder: LeaseHolder
     expires_at: datetime
     log_seq: int | None = None
+    epoch: int = 0
 
 
 @attrs.frozen
 class SessionSummary:
-    """One session as the latest checkpoint left it (what ``autonomous ls`` shows)."""
+    """One session as the latest checkpoint left it (what ``autonomous ls`` shows).
+
+    ``paused`` and ``stopped`` are the checkpoint's own flags: the run was parked by a pause,
+    or stopped on purpose (a stopped session is never due; resuming it needs force).
+    """
 
     key: SessionKey
     turns: int
@@ -61,6 +84,8 @@ class SessionSummary:
     updated_at: datetime
     checkpoint_seq: int
     holder: str | None = None
+    paused: bool = False
+    stopped: bool = False
 
 
 @runtime_checkable
@@ -69,8 +94,9 @@ class EventLog(Protocol):
 
     Implementations: :class:`eventlog.MemoryEventLog` and :class:`eventlog.SqliteEventLog`.
 
-    A store may also have ``append_and_release(events, lease)``: :meth:`append` and
-    :meth:`release_lease` in one atomic step. A run on a durable session writes its final
+    A store may also have ``append_and_release(events, lease)``: :meth:`append` fenced by
+    ``lease`` and :meth:`release_lease` in one atomic step (a lost lease: :class:`LeaseLost`,
+    nothing written, nothing released). A run on a durable session writes its final
     checkpoint through it when the store has it (one transaction less per run), and through
     the two calls when not.
     """
@@ -78,12 +104,18 @@ class EventLog(Protocol):
     #: True when events outlive the process (a resumable store).
     durable: bool
 
-    async def append(self, events: Sequence[Event]) -> list[int]:
+    async def append(self, events: Sequence[Event], *, lease: Lease | None = None) -> list[int]:
         """Append ``events`` atomically, in order; returns the ``seq`` assigned to each, in order.
 
         The given events are not changed (an event not yet appended has ``seq == 0``); events
         read back from the log carry their ``seq``. Seqs are unique and increasing across the
         whole log. An empty batch appends nothing and returns ``[]``.
+
+        With ``lease`` the append is fenced: in the same atomic step, the session's lease must
+        still be ``lease``'s holder (its token) at ``lease``'s epoch, or :class:`LeaseLost` is
+        raised and nothing is written. Every event of a fenced batch must be of ``lease.key``
+        (:class:`ValueError` otherwise). Without ``lease`` anyone may append (an inject or a
+        control request from a process that holds no lease).
         """
         ...
 
@@ -113,19 +145,25 @@ class EventLog(Protocol):
         ...
 
     async def due_sessions(self, now: datetime) -> list[SessionSummary]:
-        """Sessions whose latest checkpoint is ``deferred`` with ``next_wake_at <= now``."""
+        """Sessions whose latest checkpoint is ``deferred`` with ``next_wake_at <= now``.
+
+        A session whose latest checkpoint says it was stopped on purpose is never due.
+        """
         ...
 
     async def acquire_lease(self, key: SessionKey, holder: LeaseHolder, ttl: float) -> Lease:
-        """Take the session's lease for ``ttl`` seconds or raise :class:`SessionLocked`."""
+        """Take the session's lease for ``ttl`` seconds or raise :class:`SessionLocked`.
+
+        A holder that did not hold it already gets a new, larger epoch.
+        """
         ...
 
     async def renew_lease(self, lease: Lease, ttl: float) -> Lease:
-        """Extend our lease or raise :class:`LeaseLost` when it is no longer ours."""
+        """Extend our lease (same epoch) or raise :class:`LeaseLost` when it is no longer ours."""
         ...
 
     async def release_lease(self, lease: Lease) -> None:
-        """Drop our lease row (never another holder's)."""
+        """Drop our lease (never another holder's, nor ours of another epoch)."""
         ...
 
     async def aclose(self) -> None:

@@ -25,18 +25,20 @@ T = TypeVar("T")
 EXIT_GRACE = 2.0
 
 
-async def connect(path: str) -> tuple[aiosqlite.Connection, Callable[[], None]]:
+async def connect(
+    path: str, *, uri: bool = False
+) -> tuple[aiosqlite.Connection, Callable[[], None]]:
     """An open autocommit connection on a daemon thread, closed at exit if still open then.
 
-    Returns the connection and the function to call once it has been closed (it cancels the
-    close at exit).
+    ``path`` is a ``file:`` URI when ``uri`` is true (a read-only open). Returns the connection
+    and the function to call once it has been closed (it cancels the close at exit).
 
     aiosqlite's worker thread is not a daemon and ends only when its connection is closed: a
     program that forgot to close its log would never exit, the interpreter waiting for the
     thread at shutdown. As a daemon it cannot hold the process, and :func:`_close_at_exit`
     still closes the connection at exit, so that what was in flight ends first.
     """
-    db = aiosqlite.connect(path, isolation_level=None)
+    db = aiosqlite.connect(path, isolation_level=None, uri=uri)
     _thread_of(db).daemon = True  # before it starts, on the await below
     await db
     hook = functools.partial(_close_at_exit, weakref.ref(db))

@@ -20,6 +20,7 @@ CONTRACT = {
     ],
     "eventlog": [
         "SqliteEventLog", "MemoryEventLog", "SessionRef", "SessionLocked", "EventLogError",
+        "LeaseLost", "SessionFinished",
     ],
     "usage": ["Pricing", "Tracker"],
     "permissions": ["Gate", "Mode", "Caller"],

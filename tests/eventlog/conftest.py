@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -65,3 +66,15 @@ def dead_pid() -> int:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
     return proc.pid
+
+
+@pytest.fixture
+def zombie() -> Iterator[int]:
+    """The pid of a child that has exited and is not reaped yet (a zombie), reaped afterwards."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    # Wait for the exit without reaping it (WNOWAIT): the child stays a zombie until wait().
+    os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)
+    try:
+        yield child.pid
+    finally:
+        child.wait()

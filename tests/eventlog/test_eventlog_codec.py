@@ -11,8 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import eventlog
+import eventlog._events
 from eventlog import (
     SCHEMA_VERSION,
+    Checkpoint,
     CorruptEvent,
     Event,
     EventKind,
@@ -20,6 +22,7 @@ from eventlog import (
     Note,
     Payload,
     UnknownSchemaVersion,
+    UserMessage,
     decode_payload,
     encode_payload,
     event_from_dict,
@@ -78,6 +81,34 @@ class TestPayloadRoundTrip:
             decode_payload("note", '{"text": "x"}', v=2, session="a/b/c", seq=5, event_id="e")
 
 
+class TestNewFields:
+    """Fields added to payloads read back, and rows written before them still decode."""
+
+    def test_rows_written_before_the_fields_decode_with_defaults(self) -> None:
+        """A checkpoint and a user message without the new fields get their defaults."""
+        checkpoint = decode_payload(
+            "checkpoint",
+            '{"turns":1,"input_tokens":2,"output_tokens":3,"cost_usd":0.5,"next_prompt":"go"}',
+            v=SCHEMA_VERSION,
+        )
+        message = decode_payload("user_message", '{"text":"hi","turn":1}', v=SCHEMA_VERSION)
+        assert (Checkpoint(1, 2, 3, 0.5, "go"), UserMessage("hi", 1)) == (checkpoint, message)
+        assert (False, False, 0, ()) == (
+            checkpoint.paused,
+            checkpoint.stopped,
+            checkpoint.unseen_from,
+            message.inbox_ids,
+        )
+
+    def test_set_fields_round_trip(self) -> None:
+        """paused, stopped, unseen_from and inbox_ids come back as written."""
+        checkpoint = Checkpoint(1, 2, 3, 0.5, "go", paused=True, stopped=True, unseen_from=41)
+        message = UserMessage("hi", 1, inbox_ids=("m1", "m2"))
+        for payload in (checkpoint, message):
+            kind = str(eventlog._events.KIND_OF[type(payload)])
+            assert payload == decode_payload(kind, encode_payload(payload), v=SCHEMA_VERSION)
+
+
 class TestEventDict:
     """event_to_dict / event_from_dict, the CLI's --json form."""
 
@@ -113,6 +144,22 @@ class TestEventDict:
             caught.value.seq,
             caught.value.event_id,
         )
+
+
+class TestSessionFinished:
+    """SessionFinished: the error for control or inject of a session that has finished."""
+
+    def test_names_the_session_and_the_refusal(self) -> None:
+        """The message names the session and says control and inject are refused."""
+        error = eventlog.SessionFinished("app/ops/a", "completed")
+        assert ("app/ops/a", True) == (error.session, isinstance(error, EventLogError))
+        assert "session app/ops/a has finished" in str(error)
+        assert "refused" in str(error)
+        assert "completed" in str(error)
+
+    def test_detail_is_optional(self) -> None:
+        """Without a detail the message still names the session."""
+        assert "app/ops/a" in str(eventlog.SessionFinished("app/ops/a"))
 
 
 class TestPublicFace:

@@ -8,7 +8,15 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from eventlog import Checkpoint, Event, LeaseHolder, Note, SessionKey, SessionSummary
-from eventlog._rules import as_utc, is_due, lease_expiry, may_take_lease, pid_alive, summary_of
+from eventlog._process import process_start
+from eventlog._rules import (
+    as_utc,
+    is_due,
+    lease_expiry,
+    may_take_lease,
+    process_alive,
+    summary_of,
+)
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 LATER = NOW + timedelta(seconds=30)
@@ -17,8 +25,8 @@ KEY = SessionKey("app", "ops", "a")
 ME = LeaseHolder(HOST, 100, "me")
 
 
-def alive(pid: int) -> bool:
-    return pid != 666
+def alive(pid: int, started: str) -> bool:
+    return pid != 666 and started != "reused"
 
 
 class TestMayTakeLease:
@@ -42,6 +50,11 @@ class TestMayTakeLease:
         ghost = LeaseHolder(HOST, 666, "ghost")
         assert may_take_lease(ghost, LATER, ME, NOW, this_host=HOST, alive=alive)
 
+    def test_reused_pid_here(self) -> None:
+        """Its holder's pid lives on this host, but started at another time: another process."""
+        ghost = LeaseHolder(HOST, 200, "ghost", started="reused")
+        assert may_take_lease(ghost, LATER, ME, NOW, this_host=HOST, alive=alive)
+
     @pytest.mark.parametrize(
         "holder",
         [
@@ -55,21 +68,61 @@ class TestMayTakeLease:
         assert not may_take_lease(holder, LATER, ME, NOW, this_host=HOST, alive=alive)
 
 
-class TestPidAlive:
-    """pid_alive asks the operating system."""
+class TestProcessAlive:
+    """process_alive asks the operating system, and tells a reused pid by its start time."""
 
     def test_this_process(self) -> None:
-        """Our own process is alive."""
-        assert pid_alive(os.getpid())
+        """Our own process is alive, with or without a start time to compare."""
+        assert (True, True) == (
+            process_alive(os.getpid()),
+            process_alive(os.getpid(), process_start(os.getpid())),
+        )
 
     def test_reaped_child(self, dead_pid: int) -> None:
         """A child that exited and was reaped is gone."""
-        assert not pid_alive(dead_pid)
+        assert not process_alive(dead_pid)
+
+    def test_zombie_is_gone(self, zombie: int) -> None:
+        """A child that exited but is not reaped yet is gone, whatever its start time."""
+        assert (False, False) == (
+            process_alive(zombie),
+            process_alive(zombie, process_start(zombie)),
+        )
+
+    def test_other_start_time_is_another_process(self) -> None:
+        """A live pid whose start time is not the recorded one is a reused pid: gone."""
+        assert not process_alive(os.getpid(), "1")
 
     @pytest.mark.parametrize("pid", [0, -1])
     def test_nonsense_pid_counts_as_alive(self, pid: int) -> None:
         """A pid that names no single process never frees a lease."""
-        assert pid_alive(pid)
+        assert process_alive(pid)
+
+    def test_without_proc_asks_the_kernel(self, dead_pid: int, tmp_path) -> None:
+        """Where /proc is missing, a signal probe decides; a start time cannot be compared."""
+        missing = str(tmp_path / "no-proc")
+        assert (True, False) == (
+            process_alive(os.getpid(), "1", proc=missing),
+            process_alive(dead_pid, proc=missing),
+        )
+
+
+class TestProcessStart:
+    """process_start and LeaseHolder.this_process: the start time of a process, as text."""
+
+    def test_this_process_records_its_start_time(self) -> None:
+        """A holder made for this process carries its start time (clock ticks since boot)."""
+        started = LeaseHolder.this_process().started
+        assert (True, started) == (started.isdigit(), process_start(os.getpid()))
+
+    def test_unknown_process_has_none(self, dead_pid: int, tmp_path) -> None:
+        """A process that does not exist, or a host without /proc, gives an empty start time."""
+        missing = str(tmp_path / "no-proc")
+        assert ("", "") == (process_start(dead_pid), process_start(os.getpid(), proc=missing))
+
+    def test_str_stays_host_pid_token(self) -> None:
+        """The start time is not part of the holder's text form."""
+        assert "h:1:t" == str(LeaseHolder("h", 1, "t", started="99"))
 
 
 class TestLeaseExpiry:

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import shutil
 import sqlite3
 import struct
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 
 import anyio
+import attrs
 import pytest
 
 from eventlog import (
@@ -22,7 +24,9 @@ from eventlog import (
     CorruptEvent,
     Event,
     EventKind,
+    Lease,
     LeaseHolder,
+    LeaseLost,
     Note,
     SessionKey,
     SessionLocked,
@@ -32,6 +36,7 @@ from eventlog import (
     UserMessage,
 )
 from eventlog._schema import (
+    INSERT_EVENT,
     SELECT_CHECKPOINT,
     SELECT_DUE,
     SELECT_EVENTS,
@@ -40,6 +45,9 @@ from eventlog._schema import (
     SELECT_SESSIONS,
     SELECT_SID,
     STORE_VERSION,
+    checkpoint_params,
+    event_row,
+    session_params,
 )
 from tests.eventlog.helpers import add
 
@@ -310,6 +318,33 @@ class TestTransactions:
             after_plain = wal_commits(db_path)
         assert (1, 1) == (after_append - before, after_plain - after_append)
 
+    async def test_one_commit_per_fenced_append(self, db_path: Path, clock) -> None:
+        """The fence is checked inside the append's own transaction: still one commit each,
+        and a lost lease commits nothing."""
+        async with SqliteEventLog(db_path, clock=clock) as log:
+            stale = await log.acquire_lease(A, LeaseHolder("h", 1, "old"), ttl=30)
+            clock.advance(31)
+            lease = await log.acquire_lease(A, LeaseHolder("h", 1, "new"), ttl=30)
+            counts = [wal_commits(db_path)]
+            await log.append(batch(), lease=lease)
+            counts.append(wal_commits(db_path))
+            with pytest.raises(LeaseLost):
+                await log.append(batch(), lease=stale)
+            counts.append(wal_commits(db_path))
+            await log.append_and_release(batch(turn=2), lease)
+            counts.append(wal_commits(db_path))
+        assert [1, 0, 1] == [b - a for a, b in itertools.pairwise(counts)]
+
+    async def test_epochs_go_on_after_reopening(self, db_path: Path, clock) -> None:
+        """A released lease's epoch is kept in the file: the next holder, in another log on
+        the same file, gets a larger one."""
+        async with SqliteEventLog(db_path, clock=clock) as log:
+            first = await log.acquire_lease(A, LeaseHolder("h", 1, "a"), ttl=30)
+            await log.release_lease(first)
+        async with SqliteEventLog(db_path, clock=clock) as log:
+            second = await log.acquire_lease(A, LeaseHolder("h", 1, "b"), ttl=30)
+        assert first.epoch + 1 == second.epoch
+
     async def test_reads_commit_nothing(self, db_path: Path) -> None:
         """Reading leaves the WAL as it was."""
         async with SqliteEventLog(db_path) as log:
@@ -377,6 +412,40 @@ class TestUnreadableRows:
             caught.value.event_id,
         )
         assert f"seq={seq}" in str(caught.value)
+
+    @pytest.mark.parametrize(
+        "reader",
+        [
+            lambda log: log.read(A, kinds=[EventKind.USER_MESSAGE]),
+            lambda log: log.read(A, kinds=[EventKind.CHECKPOINT], limit=5),
+            lambda log: log.read_last(A, [EventKind.USER_MESSAGE], 10),
+        ],
+        ids=["read-kinds", "read-other-kinds", "read_last"],
+    )
+    async def test_unknown_kind_is_never_left_out(
+        self, db_path: Path, reader: Callable[[SqliteEventLog], Awaitable[object]]
+    ) -> None:
+        """A row of a kind this code does not know is a CorruptEvent to a filtered read too,
+        not a row silently skipped (a resume would lose it without a word)."""
+        async with SqliteEventLog(db_path) as log:
+            await log.append(batch())
+            seq = insert_row(db_path, "from_the_future", "{}")
+            await log.append(batch(turn=2))
+            with pytest.raises(CorruptEvent, match="unknown event kind") as caught:
+                await reader(log)
+        assert (str(A), seq, "bad-id") == (
+            caught.value.session,
+            caught.value.seq,
+            caught.value.event_id,
+        )
+
+    async def test_newer_event_version_in_a_filtered_read(self, db_path: Path) -> None:
+        """A row of a newer event version fails a filtered read as UnknownSchemaVersion."""
+        async with SqliteEventLog(db_path) as log:
+            seq = insert_row(db_path, "user_message", '{"text":"x","turn":1}', v=2)
+            with pytest.raises(UnknownSchemaVersion) as caught:
+                await log.read(A, kinds=[EventKind.USER_MESSAGE])
+        assert seq == caught.value.seq
 
     async def test_unreadable_time(self, db_path: Path) -> None:
         """An event time that is not ISO 8601 raises CorruptEvent."""
@@ -463,5 +532,275 @@ class TestUnavailable:
                     await log.append(batch(turn=2))
         assert str(db_path) in str(caught.value)
         assert str(A) in str(caught.value)
+        assert "read-only" in str(caught.value)
         async with SqliteEventLog(db_path) as log:
             assert stored == await log.read(A)
+
+
+#: The tables of store schema version 2, as the previous release of the store created them
+#: (kept verbatim, so that the migration is tested against the real old format).
+V2_SCHEMA_SCRIPT = """
+BEGIN IMMEDIATE;
+CREATE TABLE IF NOT EXISTS meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sessions (
+    sid INTEGER PRIMARY KEY,
+    app TEXT NOT NULL,
+    user TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    checkpoint_seq INTEGER,
+    turns INTEGER,
+    cost_usd REAL,
+    stop_reason TEXT,
+    next_wake_at TEXT,
+    updated_at TEXT,
+    UNIQUE (app, user, session_id)
+);
+CREATE INDEX IF NOT EXISTS sessions_by_wake ON sessions (next_wake_at)
+    WHERE stop_reason = 'deferred';
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY,
+    sid INTEGER NOT NULL REFERENCES sessions (sid),
+    id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    author TEXT NOT NULL,
+    at TEXT NOT NULL,
+    v INTEGER NOT NULL,
+    payload TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_by_session ON events (sid, seq);
+CREATE TABLE IF NOT EXISTS leases (
+    app TEXT NOT NULL,
+    user TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    token TEXT NOT NULL,
+    heartbeat TEXT NOT NULL,
+    expires_at TEXT NOT NULL,
+    PRIMARY KEY (app, user, session_id)
+);
+INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '2');
+COMMIT;
+"""
+
+#: Session summaries as version 2 wrote them with each checkpoint.
+V2_UPDATE_SUMMARY = """
+UPDATE sessions SET
+    checkpoint_seq = ?, turns = ?, cost_usd = ?, stop_reason = ?, next_wake_at = ?, updated_at = ?
+WHERE sid = ?
+"""
+
+
+def write_v2_file(db_path: Path, events: list[Event], lease: LeaseHolder, until: str) -> None:
+    """A version 2 file holding ``events`` (and their summaries) and ``lease``'s lease of A,
+    written as version 2 wrote them (the event rows' format did not change)."""
+    with contextlib.closing(sqlite3.connect(db_path, isolation_level=None)) as conn:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.executescript(V2_SCHEMA_SCRIPT)
+        for event in events:
+            key = session_params(event.key)
+            conn.execute(
+                "INSERT OR IGNORE INTO sessions (app, user, session_id) VALUES (?, ?, ?)", key
+            )
+            (sid,) = conn.execute(SELECT_SID, key).fetchone()
+            seq = conn.execute(INSERT_EVENT, event_row(sid, event)).lastrowid
+            if event.kind == EventKind.CHECKPOINT:
+                conn.execute(V2_UPDATE_SUMMARY, (seq, *checkpoint_params(event)[:5], sid))
+        conn.execute(
+            "INSERT INTO leases VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (*session_params(A), lease.host, lease.pid, lease.token, until, until),
+        )
+
+
+class TestMigration:
+    """A version 2 file is brought to version 3 in place, in one transaction, losing nothing."""
+
+    async def test_new_file_is_version_3(self, db_path: Path) -> None:
+        """A file the store creates says it is version 3."""
+        async with SqliteEventLog(db_path):
+            pass
+        with contextlib.closing(sqlite3.connect(db_path)) as conn:
+            assert [("3",)] == conn.execute("SELECT value FROM meta").fetchall()
+        assert 3 == STORE_VERSION
+
+    async def test_version_2_file_is_migrated_keeping_everything(
+        self, db_path: Path, clock
+    ) -> None:
+        """Events, checkpoints, summaries and the live lease of a v2 file survive, in one commit."""
+        other = SessionKey("app", "ops", "b")
+        events = [*batch(), *batch(other), *batch(turn=2)]
+        owner = LeaseHolder("elsewhere", 7, "owner")
+        write_v2_file(db_path, events, owner, "2030-01-01T01:00:00.000000+00:00")
+        async with SqliteEventLog(db_path, clock=clock) as log:
+            assert 1 == wal_commits(db_path)  # the migration, whole
+            stored = await log.read(A) + await log.read(other)
+            assert events[:3] + events[6:] + events[3:6] == [
+                attrs.evolve(event, seq=0) for event in stored
+            ]
+            assert stored[5] == await log.latest_checkpoint(A)
+            summaries = await log.sessions()
+            assert [A, other] == [summary.key for summary in summaries]
+            assert (2, str(owner), False) == (
+                summaries[0].turns,
+                summaries[0].holder,
+                summaries[0].stopped,
+            )
+            with pytest.raises(SessionLocked):
+                await log.acquire_lease(A, LeaseHolder("here", 2, "me"), ttl=60)
+            clock.advance(3600)
+            lease = await log.acquire_lease(A, LeaseHolder("here", 2, "me"), ttl=60)
+            assert 1 == lease.epoch
+            await log.append(batch(turn=3), lease=lease)
+        with contextlib.closing(sqlite3.connect(db_path)) as conn:
+            assert [("3",)] == conn.execute("SELECT value FROM meta").fetchall()
+
+    async def test_migrated_file_opens_again_unchanged(self, db_path: Path) -> None:
+        """Opening a migrated file again migrates nothing more."""
+        write_v2_file(db_path, batch(), LeaseHolder("h", 1, "t"), "2000-01-01T00:00:00+00:00")
+        async with SqliteEventLog(db_path) as log:
+            stored = await log.read(A)
+        async with SqliteEventLog(db_path) as log:
+            assert 0 == wal_commits(db_path)
+            assert stored == await log.read(A)
+
+
+@contextlib.contextmanager
+def unwritable(*paths: Path) -> Iterator[None]:
+    """Make files and directories unwritable for the duration, even for root.
+
+    Root ignores permission bits, so as root the immutable attribute (chattr +i) is set: the
+    kernel then refuses every write, creating files in a directory included, which is what a
+    read-only file system does to SQLite (no -wal or -shm file can be made).
+    """
+    if os.geteuid() != 0:
+        modes = [path.stat().st_mode for path in paths]
+        for path in paths:
+            path.chmod(0o555 if path.is_dir() else 0o444)
+        try:
+            yield
+        finally:
+            for path, mode in zip(paths, modes, strict=True):
+                path.chmod(mode)
+        return
+    chattr = shutil.which("chattr")
+    if chattr is None or subprocess.run([chattr, "+i", *map(str, paths)], check=False).returncode:
+        pytest.skip("cannot make a file read-only for root here (no chattr, or no support)")
+    try:
+        yield
+    finally:
+        subprocess.run([chattr, "-i", *map(str, paths)], check=True)
+
+
+async def fill(db_path: Path, clock) -> list[Event]:
+    """A closed store holding session A's events, a due checkpoint of B, and a lease of A."""
+    due = Event.create(
+        SessionKey("app", "ops", "b"),
+        Checkpoint(1, 1, 1, 0.0, "later", stop_reason="deferred", next_wake_at=clock.now),
+    )
+    async with SqliteEventLog(db_path, clock=clock) as log:
+        stored = await add(log, batch())
+        await log.append([due])
+        await log.acquire_lease(A, LeaseHolder("elsewhere", 1, "owner"), ttl=60)
+    return stored
+
+
+async def check_reads_and_refused_writes(log: SqliteEventLog, stored: list[Event], clock) -> None:
+    """Every read of ``log`` serves ``stored``; every write raises StoreUnavailable saying
+    that the event log is read-only."""
+    assert stored == await log.read(A)
+    assert stored[-1:] == await log.read_last(A, [EventKind.CHECKPOINT], 1)
+    assert stored[-1] == await log.latest_checkpoint(A)
+    assert 2 == len(await log.sessions())
+    assert ["b"] == [s.key.session_id for s in await log.due_sessions(clock.now)]
+    lease = Lease(A, LeaseHolder("elsewhere", 1, "owner"), clock.now, epoch=1)
+    writes = [
+        log.append(batch(turn=2)),
+        log.append(batch(turn=2), lease=lease),
+        log.append_and_release(batch(turn=2), lease),
+        log.acquire_lease(A, LeaseHolder("here", 2, "me"), ttl=30),
+        log.renew_lease(lease, ttl=30),
+        log.release_lease(lease),
+    ]
+    for write in writes:
+        with pytest.raises(StoreUnavailable, match="read-only") as caught:
+            await write
+        assert str(log.path) in str(caught.value)
+        assert "unable to open" not in str(caught.value)
+    assert log.read_only
+
+
+class TestReadOnly:
+    """A store that cannot be written still serves every read; each write says it is read-only."""
+
+    async def test_read_only_flag(self, db_path: Path, clock) -> None:
+        """read_only=True reads a store made by the store and never writes to it."""
+        stored = await fill(db_path, clock)
+        before = await anyio.Path(db_path).read_bytes()
+        async with SqliteEventLog(db_path, clock=clock, read_only=True) as log:
+            await check_reads_and_refused_writes(log, stored, clock)
+        assert before == await anyio.Path(db_path).read_bytes()
+
+    async def test_read_only_flag_sees_what_a_writer_has_in_its_wal(
+        self, db_path: Path, clock
+    ) -> None:
+        """Beside a live writer, a read-only log reads the WAL too, later commits included."""
+        async with SqliteEventLog(db_path, clock=clock) as writer:
+            first = await add(writer, batch())
+            async with SqliteEventLog(db_path, read_only=True) as reader:
+                assert first == await reader.read(A)
+                later = await add(writer, batch(turn=2))
+                assert first + later == await reader.read(A)
+
+    async def test_read_only_directory_falls_back_by_itself(self, db_path: Path, clock) -> None:
+        """A store in a directory nothing can be written to (a read-only file system: no -shm
+        file can be made) opens read-only without being asked, and says so on writes."""
+        stored = await fill(db_path, clock)
+        assert not await anyio.Path(f"{db_path}-shm").exists()  # closed cleanly: SQLite removed it
+        with unwritable(db_path.parent, db_path):
+            async with SqliteEventLog(db_path, clock=clock) as log:
+                await check_reads_and_refused_writes(log, stored, clock)
+            async with SqliteEventLog(db_path, clock=clock, read_only=True) as log:
+                await check_reads_and_refused_writes(log, stored, clock)
+
+    async def test_new_file_in_a_read_only_directory(self, tmp_path: Path) -> None:
+        """Creating a store where nothing can be written says the directory is read-only."""
+        directory = tmp_path / "ro"
+        directory.mkdir()
+        with unwritable(directory), pytest.raises(StoreUnavailable, match="read-only") as caught:
+            await SqliteEventLog(directory / "events.db").open()
+        assert str(directory) in str(caught.value)
+
+    async def test_read_only_flag_never_creates_a_file(self, db_path: Path) -> None:
+        """A read-only open of a missing file fails clearly and leaves no file behind."""
+        with pytest.raises(StoreUnavailable, match="does not exist"):
+            await SqliteEventLog(db_path, read_only=True).open()
+        assert not await anyio.Path(db_path).exists()
+
+    @pytest.mark.parametrize("content", ["empty", "other tables"])
+    async def test_read_only_flag_never_creates_the_schema(
+        self, db_path: Path, content: str
+    ) -> None:
+        """A read-only open of a file without the store's tables fails clearly, changing
+        nothing."""
+        with contextlib.closing(sqlite3.connect(db_path)) as conn:
+            if content != "empty":
+                conn.execute("CREATE TABLE other (x)")
+        before = await anyio.Path(db_path).read_bytes()
+        with pytest.raises(StoreUnavailable, match="no event log tables"):
+            await SqliteEventLog(db_path, read_only=True).open()
+        assert before == await anyio.Path(db_path).read_bytes()
+
+    async def test_version_2_file_opened_read_only(self, db_path: Path) -> None:
+        """A version 2 file cannot be migrated read-only: a clear refusal, the file as it was."""
+        write_v2_file(db_path, batch(), LeaseHolder("h", 1, "t"), "2000-01-01T00:00:00+00:00")
+        with pytest.raises(StoreUnavailable, match="read-only") as caught:
+            await SqliteEventLog(db_path, read_only=True).open()
+        assert "version 2" in str(caught.value)
+
+    def test_memory_database_cannot_be_read_only(self) -> None:
+        """A read-only in-memory database would hold nothing: refused."""
+        with pytest.raises(ValueError, match="read_only"):
+            SqliteEventLog(":memory:", read_only=True)

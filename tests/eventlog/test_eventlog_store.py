@@ -20,6 +20,7 @@ from eventlog import (
     Event,
     EventKind,
     EventLog,
+    Lease,
     LeaseHolder,
     LeaseLost,
     Note,
@@ -30,7 +31,7 @@ from eventlog import (
     ToolResult,
     UserMessage,
 )
-from tests.eventlog.helpers import add
+from tests.eventlog.helpers import add, add_fenced
 from tests.strategies import events
 
 pytestmark = pytest.mark.anyio
@@ -223,6 +224,15 @@ class TestSessions:
             summaries[0].checkpoint_seq,
         )
 
+    async def test_paused_and_stopped_come_from_the_latest_checkpoint(
+        self, store: EventLog
+    ) -> None:
+        """A summary says whether its checkpoint was written parked by a pause, or stopped."""
+        await store.append([checkpoint(A, paused=True), checkpoint(B, stopped=True)])
+        await store.append([checkpoint(C, 1, paused=True), checkpoint(C, 2)])
+        flags = {s.key: (s.paused, s.stopped) for s in await store.sessions()}
+        assert {A: (True, False), B: (False, True), C: (False, False)} == flags
+
     async def test_names_live_holder(self, store: EventLog, clock) -> None:
         """A live lease shows as the session's holder; an expired one does not."""
         await store.append([checkpoint(A)])
@@ -260,6 +270,19 @@ class TestDueSessions:
         await store.append([checkpoint(A, 1, stop_reason="deferred", next_wake_at=past)])
         await store.append([checkpoint(A, 2, stop_reason="completed")])
         assert [] == await store.due_sessions(clock.now)
+
+    async def test_stopped_session_is_never_due(self, store: EventLog, clock) -> None:
+        """A session stopped on purpose during a sleep keeps its wake time but is not due."""
+        past = clock.now - timedelta(hours=1)
+        await store.append(
+            [
+                checkpoint(A, stop_reason="deferred", next_wake_at=past, stopped=True),
+                checkpoint(B, stop_reason="deferred", next_wake_at=past, paused=True),
+            ]
+        )
+        assert [B] == [summary.key for summary in await store.due_sessions(clock.now)]
+        (stopped,) = [summary for summary in await store.sessions() if summary.key == A]
+        assert (past, True) == (stopped.next_wake_at, stopped.stopped)
 
     async def test_running_session_is_not_due(self, store: EventLog, clock) -> None:
         """A checkpoint with no stop reason (a run going on) is never due."""
@@ -402,13 +425,14 @@ class TestLeases:
         assert holder("next") == (await store.acquire_lease(A, holder("next"), ttl=30)).holder
 
     async def test_append_and_release_leaves_another_holders_lease(self, store: Any, clock) -> None:
-        """A lease taken over meanwhile is not ours to drop: the batch lands, the new holder
-        keeps the session."""
+        """A lease taken over meanwhile is not ours to drop, nor to write under: LeaseLost,
+        nothing lands, the new holder keeps the session."""
         old = await store.acquire_lease(A, holder("old"), ttl=30)
         clock.advance(31)
         await store.acquire_lease(A, holder("new"), ttl=30)
-        await store.append_and_release([checkpoint(A)], old)
-        assert 1 == len(await store.read(A))
+        with pytest.raises(LeaseLost):
+            await store.append_and_release([checkpoint(A)], old)
+        assert [] == await store.read(A)
         with pytest.raises(SessionLocked) as caught:
             await store.acquire_lease(A, holder("third"), ttl=30)
         assert str(holder("new")) == caught.value.holder
@@ -434,6 +458,163 @@ class TestLeases:
         """A lease for no time at all is a misuse."""
         with pytest.raises(ValueError, match="ttl"):
             await store.acquire_lease(A, holder("me"), ttl=ttl)
+
+
+class TestLeaseEpochs:
+    """Every new holder of a session gets a larger epoch; epochs never repeat."""
+
+    async def test_takeover_bumps_the_epoch(self, store: EventLog, clock) -> None:
+        """A holder that takes an expired lease over gets a larger epoch than the last one."""
+        first = await store.acquire_lease(A, holder("a"), ttl=30)
+        clock.advance(31)
+        second = await store.acquire_lease(A, holder("b"), ttl=30)
+        assert 0 < first.epoch < second.epoch
+
+    async def test_the_holder_keeps_its_epoch(self, store: EventLog, clock) -> None:
+        """Acquiring again while holding it, and renewing, keep the epoch."""
+        me = holder("me")
+        first = await store.acquire_lease(A, me, ttl=30)
+        clock.advance(10)
+        again = await store.acquire_lease(A, me, ttl=30)
+        renewed = await store.renew_lease(again, ttl=30)
+        assert [first.epoch] * 3 == [first.epoch, again.epoch, renewed.epoch]
+
+    async def test_epochs_never_repeat_after_a_release(self, store: EventLog) -> None:
+        """A session released and taken again, even by the same holder, counts on upwards."""
+        me = holder("me")
+        epochs = []
+        for name in ("me", "other", "me"):
+            lease = await store.acquire_lease(A, me if name == "me" else holder(name), ttl=30)
+            epochs.append(lease.epoch)
+            await store.release_lease(lease)
+        assert sorted(set(epochs)) == epochs
+
+    async def test_epochs_are_per_session(self, store: EventLog) -> None:
+        """Another session's holders do not move this session's epoch."""
+        first = await store.acquire_lease(A, holder("a"), ttl=30)
+        await store.acquire_lease(B, holder("b"), ttl=30)
+        await store.release_lease(first)
+        assert first.epoch + 1 == (await store.acquire_lease(A, holder("c"), ttl=30)).epoch
+
+    async def test_renew_of_an_older_epoch_is_lost(self, store: EventLog, clock) -> None:
+        """A lease the same holder took again after a takeover is not the old lease any more."""
+        me = holder("me")
+        old = await store.acquire_lease(A, me, ttl=30)
+        clock.advance(31)
+        await store.release_lease(await store.acquire_lease(A, holder("other"), ttl=30))
+        new = await store.acquire_lease(A, me, ttl=30)
+        with pytest.raises(LeaseLost):
+            await store.renew_lease(old, ttl=30)
+        await store.release_lease(old)  # the old lease cannot drop the new one
+        with pytest.raises(SessionLocked):
+            await store.acquire_lease(A, holder("third"), ttl=30)
+        assert new.epoch == (await store.renew_lease(new, ttl=30)).epoch
+
+    def test_positional_construction_still_works(self, clock) -> None:
+        """Lease(key, holder, expires_at) builds a lease of epoch 0 with no log seq."""
+        lease = Lease(A, holder("me"), clock.now)
+        assert (None, 0) == (lease.log_seq, lease.epoch)
+
+
+class TestFencedAppend:
+    """append(..., lease=...) lands only while the lease is the session's: holder and epoch."""
+
+    async def test_stale_holder_writes_nothing(self, store: Any, clock) -> None:
+        """A holder whose lease expired and was taken over writes nothing more; the new one
+        writes, and keeps its lease when the old one tries to release with a last batch."""
+        stale = await store.acquire_lease(A, holder("a"), ttl=30)
+        clock.advance(31)
+        fresh = await store.acquire_lease(A, holder("b"), ttl=30)
+        with pytest.raises(LeaseLost) as caught:
+            await store.append([user(A, "from a"), checkpoint(A)], lease=stale)
+        assert str(A) == caught.value.session
+        assert str(holder("b")) in str(caught.value)
+        written = await add_fenced(store, [user(A, "from b")], fresh)
+        with pytest.raises(LeaseLost):
+            await store.append_and_release([checkpoint(A, 9)], stale)
+        assert written == await store.read(A)
+        assert None is await store.latest_checkpoint(A)
+        with pytest.raises(SessionLocked) as locked:
+            await store.acquire_lease(A, holder("c"), ttl=30)
+        assert str(holder("b")) == locked.value.holder
+        assert fresh.epoch == (await store.renew_lease(fresh, ttl=30)).epoch
+
+    async def test_held_lease_writes(self, store: EventLog, clock) -> None:
+        """The holder's fenced appends land, after a renewal too, even once its ttl passed
+        (nobody took it over)."""
+        mine = await store.acquire_lease(A, holder("me"), ttl=30)
+        first = await add_fenced(store, [user(A), checkpoint(A)], mine)
+        mine = await store.renew_lease(mine, ttl=30)
+        clock.advance(60)
+        later = await add_fenced(store, [answer(A)], mine)
+        assert first + later == await store.read(A)
+
+    async def test_released_lease_writes_nothing(self, store: EventLog) -> None:
+        """A fenced append after our own release raises LeaseLost."""
+        mine = await store.acquire_lease(A, holder("me"), ttl=30)
+        await store.release_lease(mine)
+        with pytest.raises(LeaseLost, match="released"):
+            await store.append([user(A)], lease=mine)
+        assert [] == await store.read(A)
+
+    async def test_never_granted_lease_writes_nothing(self, store: EventLog, clock) -> None:
+        """A lease the store never gave (no lease row at all) fences everything out."""
+        made_up = Lease(A, holder("me"), clock.now, epoch=1)
+        with pytest.raises(LeaseLost):
+            await store.append([user(A)], lease=made_up)
+        assert [] == await store.read(A)
+
+    async def test_unfenced_append_beside_a_holder(self, store: EventLog) -> None:
+        """Without a lease anyone may append to a held session (inject, remote control)."""
+        await store.acquire_lease(A, holder("runner"), ttl=30)
+        injected = await add(store, [user(A, "from the CLI")])
+        assert injected == await store.read(A)
+
+    @pytest.mark.parametrize("keys", [(B,), (A, B)], ids=["other", "mixed"])
+    async def test_batch_of_another_session_is_refused(
+        self, store: Any, keys: tuple[SessionKey, ...]
+    ) -> None:
+        """Every event of a fenced batch must be of the lease's session: ValueError, nothing
+        written, the lease still held."""
+        mine = await store.acquire_lease(A, holder("me"), ttl=30)
+        batch = [user(key) for key in keys]
+        with pytest.raises(ValueError, match="fenced"):
+            await store.append(batch, lease=mine)
+        with pytest.raises(ValueError, match="fenced"):
+            await store.append_and_release(batch, mine)
+        assert ([], []) == (await store.read(A), await store.read(B))
+        assert mine.epoch == (await store.renew_lease(mine, ttl=30)).epoch
+
+    async def test_empty_fenced_batch(self, store: EventLog) -> None:
+        """A fenced append of nothing appends nothing, lease held or not."""
+        mine = await store.acquire_lease(A, holder("me"), ttl=30)
+        assert [] == await store.append([], lease=mine)
+
+
+class TestLeaseHolderProcess:
+    """A holder of this host is gone when its pid is a zombie or now names another process."""
+
+    async def test_zombie_holder_is_taken_over_at_once(self, store: EventLog, zombie: int) -> None:
+        """A holder that exited but was not reaped yet loses its lease before it expires."""
+        ghost = holder("ghost", host=socket.gethostname(), pid=zombie)
+        await store.acquire_lease(A, ghost, ttl=3600)
+        me = LeaseHolder.this_process()
+        assert me == (await store.acquire_lease(A, me, ttl=30)).holder
+
+    async def test_reused_pid_is_taken_over_at_once(self, store: EventLog) -> None:
+        """A holder whose pid lives but started at another time (a reused pid) is gone."""
+        ghost = LeaseHolder(socket.gethostname(), os.getpid(), "ghost", started="1")
+        await store.acquire_lease(A, ghost, ttl=3600)
+        me = LeaseHolder.this_process()
+        assert me == (await store.acquire_lease(A, me, ttl=30)).holder
+
+    async def test_live_holder_with_its_start_time_keeps_it(self, store: EventLog) -> None:
+        """This very process, recorded with its start time, keeps its lease."""
+        live = LeaseHolder.this_process()
+        assert live.started
+        await store.acquire_lease(A, live, ttl=3600)
+        with pytest.raises(SessionLocked):
+            await store.acquire_lease(A, LeaseHolder.this_process(), ttl=30)
 
 
 class TestLifecycle:
