@@ -11,6 +11,7 @@ import attrs
 
 from scheduler import Clock, ScheduleEvent
 
+from ._text import cleaned
 from ._tools import Tool
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
@@ -179,13 +180,15 @@ class ControlTools:
         """Run a control tool call; the answer is an acknowledgement or ``rejected: ...``."""
         try:
             args = json.loads(raw) if raw.strip() else {}
+        except RecursionError:
+            return "rejected: arguments are nested too deeply (past the JSON parser's limit)"
         except ValueError:
             return "rejected: arguments are not valid JSON"
         if not isinstance(args, dict):
             return "rejected: arguments must be a JSON object"
-        if name == self.done_name:
-            return self._done(args)
-        return self._schedule(args, turn)
+        answer = self._done(args) if name == self.done_name else self._schedule(args, turn)
+        # A rejection may quote the model's own keys, which JSON escapes can make surrogates.
+        return cleaned(answer, "tool_result", "control_answer")
 
     def _done(self, args: dict[str, Any]) -> str:
         unknown = sorted(set(args) - {"state", "detail", "outcome", "result"})

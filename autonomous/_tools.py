@@ -21,6 +21,7 @@ from autonomous._schema import (
     needs_structuring,
     parameter_hints,
 )
+from autonomous._text import cleaned
 
 _NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
@@ -259,7 +260,9 @@ def parse_arguments(tool: Tool, raw: str) -> dict[str, Any]:
     if raw and not raw.isspace():
         try:
             args = json.loads(raw)
-        except (ValueError, RecursionError) as exc:
+        except RecursionError:
+            raise ToolArgumentError(_TOO_DEEP) from None
+        except ValueError as exc:
             raise ToolArgumentError(
                 f"arguments are not valid JSON ({exc}); send one JSON object"
             ) from None
@@ -285,34 +288,73 @@ def parse_arguments(tool: Tool, raw: str) -> dict[str, Any]:
 
 
 def format_result(value: Any, max_chars: int) -> str:
-    """Render a tool's return value as the text the model reads.
+    """Render a tool's return value as the text the model reads; never raises.
 
     A str is kept as is; None or an empty result gives ``"(no output)"``; bytes are decoded as
     UTF-8; dicts, lists, tuples, numbers, booleans and attrs instances become compact JSON
-    (other objects inside by ``str``); anything else is ``str(value)``. Text longer than
-    ``max_chars`` (when positive) is cut to ``max_chars`` characters and then gets the marker
-    ``"\\n…[truncated: N more characters]"``, so the result is longer than ``max_chars`` by
-    the marker's length.
+    (other objects inside by ``str``); anything else is ``str(value)``. A value whose rendering
+    raises (``__str__`` raising, an int too long to print) gives ``"error: the tool's result
+    could not be rendered: <Type>: <message>"`` (see :func:`render_result`). Lone surrogates
+    are replaced by U+FFFD. Text longer than ``max_chars`` (when positive) is cut to
+    ``max_chars`` characters and then gets the marker ``"\\n…[truncated: N more characters]"``,
+    so the result is longer than ``max_chars`` by the marker's length.
     """
+    return render_result(value, max_chars)[0]
+
+
+def render_result(value: Any, max_chars: int) -> tuple[str, bool]:
+    """The text of :func:`format_result`, and False when it is the could-not-render error
+    (the call's outcome is then an error, not ok)."""
+    try:
+        text, rendered = _render(value), True
+    except Exception as exc:  # a broken __str__ must not end the run: the model is told
+        text, rendered = f"{_UNRENDERABLE}: {_exception_text(exc)}", False
+    return _finish(text, max_chars), rendered
+
+
+def format_error(exc: BaseException, max_chars: int = 2000) -> str:
+    """Render a tool's exception for the model: ``"error: <Type>: <message>"``, no traceback.
+
+    An empty message gives ``"error: <Type>"``; a message that cannot be rendered (its
+    ``__str__`` raises) gives ``"error: <Type> (its message could not be rendered)"``; a
+    message past ``max_chars`` is truncated as in :func:`format_result`. Never raises.
+    """
+    return _finish(f"error: {_exception_text(exc)}", max_chars)
+
+
+#: The start of the answer for a result whose rendering raised.
+_UNRENDERABLE = "error: the tool's result could not be rendered"
+#: The argument error for JSON nested past the parser's recursion limit.
+_TOO_DEEP = (
+    "arguments are nested too deeply (past the JSON parser's nesting limit); send one JSON "
+    "object with less nesting"
+)
+
+
+def _render(value: Any) -> str:
+    """The text of a tool's value, before cleaning and truncation; may raise."""
     kind = type(value)
-    text: str
     if kind is str:
-        text = value
-    elif kind is int or kind is float:  # the common cheap case, same text as JSON
-        text = repr(value)
-    elif isinstance(value, str):
-        text = value
-    elif value is None:
-        text = ""
-    elif isinstance(value, bytes | bytearray):
-        text = value.decode("utf-8", errors="replace")
-    elif isinstance(value, dict | list | tuple | int | float | enum.Enum) or attrs.has(type(value)):
+        return value  # type: ignore[no-any-return]
+    if kind is int or kind is float:  # the common cheap case, same text as JSON
+        return repr(value)
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, bytes | bytearray):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, dict | list | tuple | int | float | enum.Enum) or attrs.has(type(value)):
         try:
-            text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_to_json)
-        except (TypeError, ValueError):
-            text = str(value)
-    else:
-        text = str(value)
+            return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_to_json)
+        except (TypeError, ValueError, RecursionError):
+            return str(value)
+    return str(value)
+
+
+def _finish(text: str, max_chars: int) -> str:
+    """Clean ``text`` of what UTF-8 cannot encode, name an empty one, and truncate it."""
+    text = cleaned(text, "tool_result", "content")
     if not text:
         return "(no output)"
     if 0 < max_chars < len(text):
@@ -320,15 +362,14 @@ def format_result(value: Any, max_chars: int) -> str:
     return text
 
 
-def format_error(exc: BaseException, max_chars: int = 2000) -> str:
-    """Render a tool's exception for the model: ``"error: <Type>: <message>"``, no traceback.
-
-    An empty message gives ``"error: <Type>"``; a message past ``max_chars`` is truncated as in
-    :func:`format_result`.
-    """
-    message = str(exc)
-    text = f"error: {type(exc).__name__}: {message}" if message else f"error: {type(exc).__name__}"
-    return format_result(text, max_chars)
+def _exception_text(exc: BaseException) -> str:
+    """``"<Type>: <message>"`` (or ``"<Type>"``) for an exception, even one whose str() raises."""
+    name = type(exc).__name__
+    try:
+        message = str(exc)
+    except Exception:
+        return f"{name} (its message could not be rendered)"
+    return f"{name}: {message}" if message else name
 
 
 def _arguments_of(parameters: dict[str, Any]) -> _Arguments:
@@ -401,8 +442,8 @@ def _unknown_message(args: dict[str, Any], known: frozenset[str]) -> str:
 
 
 def _show(value: Any) -> str:
-    """A value as the model wrote it (JSON), cut short."""
-    text = json.dumps(value, ensure_ascii=False)
+    """A value as the model wrote it (JSON), cut short, without lone surrogates."""
+    text = cleaned(json.dumps(value, ensure_ascii=False), "tool_result", "argument_error")
     return text if len(text) <= 60 else f"{text[:57]}..."
 
 

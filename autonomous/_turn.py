@@ -26,7 +26,7 @@ from ._options import RunOptions
 from ._progress import ModelCalled, ProgressHub, ToolCalled
 from ._result import StopReason
 from ._telemetry import Telemetry
-from ._tools import Tool, ToolArgumentError, format_error, format_result, parse_arguments
+from ._tools import Tool, ToolArgumentError, format_error, parse_arguments, render_result
 
 _log = structlog.get_logger("autonomous")
 
@@ -265,8 +265,8 @@ class TurnRunner:
                     limit = min(2000, self.opts.max_tool_result_chars)
                     content, outcome = format_error(exc, limit), "error"
                 else:
-                    content = format_result(value, self.opts.max_tool_result_chars)
-                    outcome = "ok"
+                    content, rendered = render_result(value, self.opts.max_tool_result_chars)
+                    outcome = "ok" if rendered else "error"
                 finally:
                     self._deadline = math.inf
             if tel.enabled:
