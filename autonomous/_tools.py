@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import enum
 import functools
 import inspect
 import json
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, overload
 
 import anyio.to_thread
@@ -16,10 +18,12 @@ import cattrs
 
 from autonomous._errors import ConfigurationError
 from autonomous._schema import (
+    IDEMPOTENCY_KEY,
     description_from_doc,
     json_schema_for,
     needs_structuring,
     parameter_hints,
+    wants_idempotency_key,
 )
 from autonomous._text import cleaned
 
@@ -101,6 +105,46 @@ class _Arguments:
     checks: dict[str, _Check]
 
 
+@attrs.frozen
+class ToolCallContext:
+    """The tool call being run: its session, turn, index among the turn's calls, and id.
+
+    ``idempotency_key`` (``"<session>:<turn>:<index>"``) is stable: the same call gets the same
+    key when a resume runs it again, so a tool that calls an external API can dedupe on it.
+    """
+
+    session: str
+    turn: int
+    index: int
+    call_id: str
+
+    @property
+    def idempotency_key(self) -> str:
+        """``"<session>:<turn>:<index>"``."""
+        return f"{self.session}:{self.turn}:{self.index}"
+
+
+#: The call being run, set by the driver around each tool function call.
+_CURRENT_CALL: contextvars.ContextVar[ToolCallContext | None] = contextvars.ContextVar(
+    "autonomous_tool_call", default=None
+)
+
+
+def current_tool_call() -> ToolCallContext | None:
+    """The tool call being run (from inside a tool function, sync or async), else None."""
+    return _CURRENT_CALL.get()
+
+
+@contextlib.contextmanager
+def tool_call_context(context: ToolCallContext) -> Iterator[ToolCallContext]:
+    """Make ``context`` the :func:`current_tool_call` inside the block (the driver's side)."""
+    token = _CURRENT_CALL.set(context)
+    try:
+        yield context
+    finally:
+        _CURRENT_CALL.reset(token)
+
+
 def _check_name(_tool: Tool, _attribute: Any, value: Any) -> None:
     """The name must match ``^[a-zA-Z0-9_-]{1,64}$``, as the OpenAI API requires."""
     if not isinstance(value, str) or _NAME.fullmatch(value) is None:
@@ -153,6 +197,8 @@ class Tool:
     the driver applies it. A timeout is reported to the model as an error result, unless
     ``fatal_timeout`` is set: then it ends the turn as a ``ToolTimeoutError``. ``read_only``
     marks a tool that changes nothing (the permission gate may allow it without asking).
+    ``idempotent`` marks a tool that is safe to run twice: only such a tool is run again on
+    resume when a crash interrupted its call (others are answered as interrupted).
     """
 
     name: str = attrs.field(validator=_check_name)
@@ -162,6 +208,7 @@ class Tool:
     read_only: bool = False
     timeout: float | None = attrs.field(default=None, validator=_check_timeout)
     fatal_timeout: bool = False
+    idempotent: bool = False
     _spec: dict[str, Any] = attrs.field(init=False, repr=False)
     _arguments: _Arguments = attrs.field(init=False, repr=False)
 
@@ -190,6 +237,7 @@ def function_tool(
     timeout: float | None = None,
     fatal_timeout: bool = False,
     sync_in_thread: bool = True,
+    idempotent: bool = False,
 ) -> Tool: ...
 
 
@@ -204,6 +252,7 @@ def function_tool(
     timeout: float | None = None,
     fatal_timeout: bool = False,
     sync_in_thread: bool = True,
+    idempotent: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -217,6 +266,7 @@ def function_tool(
     timeout: float | None = None,
     fatal_timeout: bool = False,
     sync_in_thread: bool = True,
+    idempotent: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a Tool from a function; also usable as ``@function_tool`` or ``@function_tool(...)``.
 
@@ -229,6 +279,11 @@ def function_tool(
 
     Arguments are converted to the annotated types where JSON differs (Enum members, attrs
     instances, tuples, sets); a value that does not convert raises ``ToolArgumentError``.
+
+    ``idempotent=True`` declares the tool safe to run twice (see :class:`Tool`). A function
+    with an ``idempotency_key: str`` parameter gets the call's key (see
+    :class:`ToolCallContext`) in it; the parameter is not shown to the model, and outside a
+    run's tool call its default (or ``""``) is passed.
     """
 
     def build(target: Callable[..., Any]) -> Tool:
@@ -240,6 +295,7 @@ def function_tool(
             read_only=read_only,
             timeout=timeout,
             fatal_timeout=fatal_timeout,
+            idempotent=idempotent,
         )
 
     return build if fn is None else build(fn)
@@ -483,13 +539,18 @@ def _caller(fn: Callable[..., Any], *, in_thread: bool) -> Callable[..., Awaitab
     structured = {
         name: hint for name, hint in parameter_hints(fn).items() if needs_structuring(hint)
     }
-    if is_async and not structured:
+    wants_key = wants_idempotency_key(fn)
+    key_default = _key_default(fn) if wants_key else None
+    if is_async and not structured and not wants_key:
         return fn
 
     async def call(**kwargs: Any) -> Any:
         for name, hint in structured.items():
             if name in kwargs:
                 kwargs[name] = _structure(name, kwargs[name], hint)
+        if wants_key:  # the runtime's key, whatever the arguments say
+            context = _CURRENT_CALL.get()
+            kwargs[IDEMPOTENCY_KEY] = key_default if context is None else context.idempotency_key
         if is_async:
             return await fn(**kwargs)
         if in_thread:
@@ -503,6 +564,12 @@ def _caller(fn: Callable[..., Any], *, in_thread: bool) -> Callable[..., Awaitab
         return result
 
     return call
+
+
+def _key_default(fn: Callable[..., Any]) -> Any:
+    """What the ``idempotency_key`` parameter gets outside a tool call: its default, or ""."""
+    default = inspect.signature(fn).parameters[IDEMPOTENCY_KEY].default
+    return "" if default is inspect.Parameter.empty else default
 
 
 def _structure(name: str, value: Any, hint: Any) -> Any:

@@ -26,7 +26,15 @@ from ._options import RunOptions
 from ._progress import ModelCalled, ProgressHub, ToolCalled
 from ._result import StopReason
 from ._telemetry import Telemetry
-from ._tools import Tool, ToolArgumentError, format_error, parse_arguments, render_result
+from ._tools import (
+    Tool,
+    ToolArgumentError,
+    ToolCallContext,
+    format_error,
+    parse_arguments,
+    render_result,
+    tool_call_context,
+)
 
 _log = structlog.get_logger("autonomous")
 
@@ -80,6 +88,8 @@ class TurnRunner:
     _deadline: float = attrs.field(default=math.inf, init=False)  # the running tool's, loop time
     _timer: asyncio.TimerHandle | None = attrs.field(default=None, init=False)
     _info: bool = attrs.field(default=True, init=False)
+    _key_turn: int = attrs.field(default=-1, init=False)  # the turn _key_index counts for
+    _key_index: int = attrs.field(default=0, init=False)  # the index of its next tool call
 
     def __attrs_post_init__(self) -> None:
         # Per-call info logs are skipped outright when filtered out: building their keywords
@@ -240,8 +250,23 @@ class TurnRunner:
                 ),
             )
 
+    def start_call_index(self, turn: int, index: int) -> None:
+        """Make ``index`` the index of the next tool call of ``turn`` (a resumed turn goes on
+        after the calls it already made, so that no two of its calls share a key)."""
+        self._key_turn, self._key_index = turn, index
+
+    def _call_context(self, call: ToolCall, turn: int) -> ToolCallContext:
+        """The next call's context: its index counts every tool call of ``turn`` dispatched by
+        this runner, across the turn's model calls (and its retried attempts), from 0."""
+        if turn != self._key_turn:
+            self.start_call_index(turn, 0)
+        index = self._key_index
+        self._key_index += 1
+        return ToolCallContext(str(self.conv.key), turn, index, call.id)
+
     async def _dispatch(self, call: ToolCall, turn: int, caller: Caller | None) -> None:
         """Run one tool call (the tool awaited right here: one coroutine frame per call)."""
+        context = self._call_context(call, turn)
         tel = self.telemetry
         with tel.tool_span(turn, call.name) as span:
             if self.control.handles(call.name):
@@ -260,7 +285,8 @@ class TurnRunner:
                     self._timeout = timeout
                     self._arm(timeout)
                 try:
-                    value = await tool.fn(**args)  # Tool.invoke, one coroutine less
+                    with tool_call_context(context):
+                        value = await tool.fn(**args)  # Tool.invoke, one coroutine less
                 except Exception as exc:
                     limit = min(2000, self.opts.max_tool_result_chars)
                     content, outcome = format_error(exc, limit), "error"
