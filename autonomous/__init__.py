@@ -8,7 +8,8 @@ Map:
     _handle.py        AutonomousHandle
     _agent.py         Agent
     _model.py         the Model protocol; _litellm.py the litellm implementation
-    _tools.py         Tool, function_tool, argument parsing, result formatting
+    _tools.py         Tool, function_tool, argument parsing, result formatting, call contexts
+    _text.py          cleaning model and tool text at the edges (lone surrogates)
     _control.py       the done tool and the schedule tool
     _conversation.py  the messages the model sees and the events that record them
     _inbox.py         the inbox and the wake signal
@@ -79,7 +80,7 @@ from ._supervisor import (
     SupervisorSnapshot,
 )
 from ._telemetry import Telemetry
-from ._tools import Tool, ToolArgumentError, function_tool
+from ._tools import Tool, ToolArgumentError, ToolCallContext, current_tool_call, function_tool
 
 __all__ = [
     "AbortRun",
@@ -121,6 +122,7 @@ __all__ = [
     "Tool",
     "ToolArgumentError",
     "ToolCall",
+    "ToolCallContext",
     "ToolCalled",
     "ToolTimeoutError",
     "TurnError",
@@ -128,6 +130,7 @@ __all__ = [
     "TurnStarted",
     "TurnTimeout",
     "Woke",
+    "current_tool_call",
     "function_tool",
     "load_spec",
     "register_local_models",

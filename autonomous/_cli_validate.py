@@ -18,6 +18,7 @@ no budget (max_turns, max_cost_usd, max_wallclock) set                  warning
 no ``per_turn_timeout`` for a litellm model                             warning
 an unknown scheduler kind or permission mode                            error
 ``ask`` mode with no terminal to prompt on                              warning
+``allow`` mode with no allow rules (every tool call is denied)          warning
 ``api_key_env`` naming a variable that is not set                       warning
 =====================================================================  ========
 """
@@ -181,7 +182,17 @@ def _options(spec: AgentSpec, where: str) -> list[Problem]:
 
 
 def _permissions(spec: AgentSpec, where: str, interactive: bool) -> list[Problem]:
-    """An ``ask`` gate has someone to ask."""
+    """An ``ask`` gate has someone to ask; an ``allow`` gate has something to allow."""
+    if spec.permission_mode == "allow" and not spec.allow:
+        return [
+            _problem(
+                "warning",
+                where,
+                "permissions.allow",
+                "'allow' mode runs only tools an allow rule matches: with no allow rules "
+                "every tool call is denied",
+            )
+        ]
     if spec.permission_mode == "ask" and not interactive:
         return [
             _problem(

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import functools
 import json
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import attrs
 
 from scheduler import Clock, ScheduleEvent
 
+from ._text import cleaned
 from ._tools import Tool
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
@@ -33,12 +34,25 @@ class DoneSignal:
     result: Any = None
 
 
-def done_description(outcomes: tuple[str, ...]) -> str:
-    """The default done tool description: what calling it does, in the code's terms."""
+def done_description(outcomes: tuple[str, ...], schedule_name: str | None = None) -> str:
+    """The default done tool description: what calling it does, in the code's terms.
+
+    As in Go, the tool is also offered to an agent that cannot proceed any further, so that a
+    stuck agent ends the run with its reason instead of burning the budget.
+    """
     text = (
-        "End the whole autonomous run: call this once the goal is fully achieved. After this "
-        "turn no further turn starts (even if you also scheduled one). Arguments: state must be "
-        '"done" (the only accepted value); detail is one sentence saying what was achieved.'
+        "End the whole autonomous run: call this once the goal is fully achieved, or when you "
+        "cannot proceed any further (blocked, missing access or information, nothing left you "
+        "can do). After this turn no further turn starts"
+    )
+    if schedule_name is not None:
+        text += (
+            f" (even if you also called {schedule_name}; to check again later, call "
+            f"{schedule_name} instead)"
+        )
+    text += (
+        '. Arguments: state must be "done" (the only accepted value); detail is one sentence '
+        "saying what was achieved, or why you cannot proceed."
     )
     if outcomes:
         text += (
@@ -48,20 +62,27 @@ def done_description(outcomes: tuple[str, ...]) -> str:
     return text + " The tool answers 'acknowledged' or 'rejected: <reason>'."
 
 
-def schedule_description(max_defer: float) -> str:
-    """The default schedule tool description, with the cadence ladder."""
+def schedule_description(
+    max_defer: float, done_name: str = "report_done", name: str = "schedule_next_turn"
+) -> str:
+    """The default schedule tool description: when to use it rather than the done tool (which
+    wins when both are called in a turn), and the cadence ladder."""
     cap = f" The furthest allowed wake is {int(max_defer)} seconds ahead." if max_defer else ""
     return (
-        "Schedule the next turn for later instead of continuing now. The runtime finishes this "
+        "Schedule the next turn for later instead of continuing now: use this when there is "
+        f"more to do later (the next check of a monitor); when the goal is achieved, or you "
+        f"cannot proceed any further, call {done_name} instead. If you call both {done_name} "
+        f"and {name} in one turn, {done_name} wins and the run ends. The runtime finishes this "
         "turn, waits until the wake time (sleeping in this process, or exiting so that an "
         "orchestrator resumes the session then), and starts the next turn with next_prompt as "
-        "its prompt. Give exactly one of wake_at (an RFC 3339 time, e.g. 2030-01-01T12:00:00Z) "
-        "or wake_in_sec (a positive whole number of seconds)." + cap + " Cadence: about 30 s "
-        "for fast-changing state, 5-15 minutes for steady monitoring, 1 hour or more for slow "
-        "infrastructure. Write next_prompt so it stands alone (good: 'Re-check disk usage on "
-        "db-1 and alert if above 90%'; bad: 'continue'), and put any state you need later in "
-        "next_prompt or detail. An inbox message may wake you early. The tool answers "
-        "'acknowledged' or 'rejected: <reason>'."
+        "its prompt. Give exactly one of wake_at (an RFC 3339 time, e.g. 2030-01-01T12:00:00Z; "
+        "a time in the past wakes at once) or wake_in_sec (a positive whole number of seconds)."
+        + cap
+        + " Cadence: about 30 s for fast-changing state, 5-15 minutes for steady monitoring, "
+        "1 hour or more for slow infrastructure. Write next_prompt so it stands alone (good: "
+        "'Re-check disk usage on db-1 and alert if above 90%'; bad: 'continue'), and put any "
+        "state you need later in next_prompt or detail. An inbox message may wake you early. "
+        "The tool answers 'acknowledged' (with the current time) or 'rejected: <reason>'."
     )
 
 
@@ -93,20 +114,22 @@ _SCHEDULE_PARAMETERS: dict[str, Any] = {
 
 # Tools are immutable and the same for every run with the same options: build each once.
 @functools.lru_cache(maxsize=64)
-def _done_tool(name: str, text: str | None, outcomes: tuple[str, ...], schema: str) -> Tool:
+def _done_tool(
+    name: str, text: str | None, outcomes: tuple[str, ...], schema: str, schedule: str | None
+) -> Tool:
     return Tool(
         name=name,
-        description=text or done_description(outcomes),
+        description=text or done_description(outcomes, schedule),
         parameters=_done_parameters(outcomes, json.loads(schema) if schema else None),
         fn=_never_called,
     )
 
 
 @functools.lru_cache(maxsize=64)
-def _schedule_tool(name: str, text: str | None, max_defer: float) -> Tool:
+def _schedule_tool(name: str, text: str | None, max_defer: float, done_name: str) -> Tool:
     return Tool(
         name=name,
-        description=text or schedule_description(max_defer),
+        description=text or schedule_description(max_defer, done_name, name),
         parameters=_SCHEDULE_PARAMETERS,
         fn=_never_called,
     )
@@ -134,10 +157,13 @@ class ControlTools:
     def tools(self) -> list[Tool]:
         """The tools handed to ``build`` as ``extra_tools``."""
         schema = json.dumps(self.result_schema, sort_keys=True) if self.result_schema else ""
-        made = [_done_tool(self.done_name, self.done_text, self.outcomes, schema)]
+        done = _done_tool(self.done_name, self.done_text, self.outcomes, schema, self.schedule_name)
+        made = [done]
         if self.schedule_name is not None:
             made.append(
-                _schedule_tool(self.schedule_name, self.schedule_text, self.schedule_max_defer)
+                _schedule_tool(
+                    self.schedule_name, self.schedule_text, self.schedule_max_defer, self.done_name
+                )
             )
         return made
 
@@ -154,13 +180,15 @@ class ControlTools:
         """Run a control tool call; the answer is an acknowledgement or ``rejected: ...``."""
         try:
             args = json.loads(raw) if raw.strip() else {}
+        except RecursionError:
+            return "rejected: arguments are nested too deeply (past the JSON parser's limit)"
         except ValueError:
             return "rejected: arguments are not valid JSON"
         if not isinstance(args, dict):
             return "rejected: arguments must be a JSON object"
-        if name == self.done_name:
-            return self._done(args)
-        return self._schedule(args, turn)
+        answer = self._done(args) if name == self.done_name else self._schedule(args, turn)
+        # A rejection may quote the model's own keys, which JSON escapes can make surrogates.
+        return cleaned(answer, "tool_result", "control_answer")
 
     def _done(self, args: dict[str, Any]) -> str:
         unknown = sorted(set(args) - {"state", "detail", "outcome", "result"})
@@ -197,6 +225,7 @@ class ControlTools:
         if has_at == has_in:
             return "rejected: give exactly one of wake_at or wake_in_sec"
         now = self.clock.now()
+        late = ""
         if has_in:
             secs = args["wake_in_sec"]
             if isinstance(secs, bool) or not isinstance(secs, int | float) or secs != int(secs):
@@ -208,9 +237,9 @@ class ControlTools:
             wake = _parse_rfc3339(args["wake_at"])
             if wake is None:
                 return "rejected: wake_at must be an RFC 3339 time with a timezone"
-            if wake <= now:
-                return f"rejected: wake_at {wake.isoformat()} is not in the future"
-            wake_at = wake
+            if wake <= now:  # as in Go: wake at once, and tell the model what time it is
+                late = f"wake_at {_rfc3339(wake)} is in the past; waking now"
+            wake_at = max(wake, now)
         delay = (wake_at - now).total_seconds()
         if self.schedule_max_defer and delay > self.schedule_max_defer:
             return (
@@ -221,8 +250,15 @@ class ControlTools:
         if not isinstance(prompt, str) or not isinstance(detail, str):
             return "rejected: next_prompt and detail must be strings"
         self.schedule = ScheduleEvent(wake_at=wake_at, next_prompt=prompt, detail=detail, turn=turn)
-        when = wake_at.isoformat()
-        return f"acknowledged: next turn at {when} (in {int(delay)} s); end this turn now"
+        # The current time goes in every answer: models get clocks wrong.
+        when = late or f"next turn at {_rfc3339(wake_at)} (in {int(delay)} s)"
+        return f"acknowledged: {when} (current time {_rfc3339(now)}); end this turn now"
+
+
+def _rfc3339(moment: datetime) -> str:
+    """``moment`` in UTC as RFC 3339 with a ``Z`` (fractions of a second kept only if any)."""
+    text = moment.astimezone(UTC).isoformat()
+    return text.removesuffix("+00:00") + "Z"
 
 
 def _parse_rfc3339(value: Any) -> datetime | None:

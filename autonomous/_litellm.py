@@ -185,11 +185,31 @@ def _to_response(response: Any, model: str) -> ModelResponse:
     )
 
 
+#: Causes that litellm buries in a traceback inside its message (and labels "HTTP 500", though
+#: no server said so): a marker found in the message, and what it means.
+_BURIED_CAUSES = (
+    (
+        "RecursionError",
+        "the response could not be read: tool-call arguments are nested too deeply "
+        "(past the JSON parser's nesting limit)",
+    ),
+    (
+        "surrogates not allowed",
+        "the request could not be encoded as UTF-8 (a lone surrogate in the conversation)",
+    ),
+)
+
+
 def _describe(exc: BaseException) -> str:
-    """A one-line description of a provider error: its type, HTTP status and first line."""
+    """A one-line description of a provider error: its type, HTTP status and first line, or
+    the cause litellm buried in its message (deep nesting, an unencodable request)."""
+    text = str(exc)
+    for marker, cause in _BURIED_CAUSES:
+        if marker in text or marker == type(exc).__name__:
+            return f"{type(exc).__name__}: {cause}"
     status = _field(exc, "status_code")
     head = type(exc).__name__ + (f" (HTTP {status})" if isinstance(status, int) else "")
-    lines = str(exc).strip().splitlines()
+    lines = text.strip().splitlines()
     first = (lines[0] if lines else "").removeprefix(f"litellm.{type(exc).__name__}: ")
     if len(first) > _MAX_DESCRIPTION:
         first = first[: _MAX_DESCRIPTION - 3] + "..."

@@ -152,7 +152,7 @@ async def _turn(run: Run, runner: TurnRunner, turn: int) -> Step:
     resumed, run.resumed_turn = run.resumed_turn, None
     if resumed is not None:  # its prompt and answers are in the conversation already
         batch = tuple(m for m in run.inbox.snapshot() if m.message_id in resumed.inbox_ids)
-        runner.resume_with(resumed.calls, resumed.first_index)
+        runner.resume_with(turn, resumed.calls, resumed.first_index)
     else:
         batch = run.inbox.snapshot()
         run.tally.totals = run.tally.totals.add_turn()

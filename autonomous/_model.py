@@ -9,27 +9,46 @@ import attrs
 
 from usage import Usage
 
+from ._text import cleaned
+
 #: One chat message in the OpenAI format litellm speaks (role, content, tool_calls, ...).
 Message = dict[str, Any]
 
 
+def _answer_text(text: str) -> str:
+    """A model's text made encodable (every answer of every Model passes here, as it is built):
+    a lone surrogate kept in the conversation would make every later request fail."""
+    return cleaned(text, "model_answer", "text") if isinstance(text, str) else text
+
+
+def _call_text(text: str) -> str:
+    return cleaned(text, "model_answer", "tool_call") if isinstance(text, str) else text
+
+
 @attrs.frozen
 class ToolCall:
-    """One tool call the model asked for; ``arguments`` is the raw JSON text the model sent."""
+    """One tool call the model asked for; ``arguments`` is the raw JSON text the model sent.
 
-    id: str
-    name: str
-    arguments: str
+    Lone surrogates in any field are replaced by U+FFFD (and logged as ``text_cleaned``).
+    """
+
+    id: str = attrs.field(converter=_call_text)
+    name: str = attrs.field(converter=_call_text)
+    arguments: str = attrs.field(converter=_call_text)
 
 
 @attrs.frozen
 class ModelResponse:
-    """One model answer: text, the tool calls it asks for (in order), and the call's usage."""
+    """One model answer: text, the tool calls it asks for (in order), and the call's usage.
 
-    text: str = ""
+    Lone surrogates in ``text`` and ``model`` are replaced by U+FFFD (and logged as
+    ``text_cleaned``), so that no Model can put unencodable text in the conversation.
+    """
+
+    text: str = attrs.field(default="", converter=_answer_text)
     tool_calls: tuple[ToolCall, ...] = ()
     usage: Usage = attrs.field(factory=Usage)
-    model: str = ""
+    model: str = attrs.field(default="", converter=_answer_text)
 
 
 @runtime_checkable

@@ -144,7 +144,7 @@ async def _history(
         events = await log.read(key, after_seq=after, kinds=None) if after < cp_seq else []
         closed = [e for e in events if e.seq <= cp_seq and e.kind in HISTORY_KINDS]
     history = history_from_events(closed)
-    unfinished = _unfinished([e for e in tail if e.kind in HISTORY_KINDS])
+    unfinished = _unfinished([e for e in tail if e.kind in HISTORY_KINDS], closed)
     if unfinished is None:
         return history, None
     prefix, state = unfinished
@@ -215,11 +215,14 @@ INTERRUPTED = (
 )
 
 
-def _unfinished(events: list[Event]) -> tuple[list[Message], Unfinished] | None:
+def _unfinished(
+    events: list[Event], closed: list[Event]
+) -> tuple[list[Message], Unfinished] | None:
     """The committed prefix of the turn after the last checkpoint, if the model answered in it.
 
     A prompt the model never answered is not history: the resumed run sends its inbox
-    messages again in a turn of its own.
+    messages again in a turn of its own. ``closed`` are the history events before: the tool
+    calls of the turn's failed attempts among them count for the idempotency keys.
     """
     start = max((i for i, e in enumerate(events) if e.kind is EventKind.USER_MESSAGE), default=-1)
     if start < 0:
@@ -246,6 +249,11 @@ def _unfinished(events: list[Event]) -> tuple[list[Message], Unfinished] | None:
         if c.call_id not in answered
     )
     before = sum(len(a.tool_calls) for a in answers) - len(open_calls)
+    before += sum(
+        len(e.payload.tool_calls)
+        for e in closed
+        if isinstance(e.payload, AssistantMessage) and e.payload.turn == prompt.turn
+    )
     # Only the last answer may be waiting for results (the resumed run gives them); what
     # comes before it is made well formed like any closed turn.
     i = max(n for n, m in enumerate(messages) if m["role"] == "assistant")

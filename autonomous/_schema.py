@@ -72,7 +72,8 @@ def json_schema_for(fn: Callable[..., Any]) -> dict[str, Any]:
     A parameter with a default is optional and its default is shown (when it is JSON); one
     without is required, ``X | None`` included. A parameter's description comes from
     ``Annotated``, else from the docstring's Google-style ``Args:`` section. Keywords bound by
-    ``functools.partial`` are hidden from the model.
+    ``functools.partial`` are hidden from the model, and so is an ``idempotency_key``
+    parameter: the runtime fills it with the call's key.
 
     Args:
         fn: a function, bound method, ``functools.partial`` or callable object.
@@ -199,6 +200,8 @@ def _parameters(fn: Callable[..., Any], label: str) -> list[tuple[inspect.Parame
     for param in signature.parameters.values():
         if param.name in bound:
             continue
+        if param.name == IDEMPOTENCY_KEY and param.kind in _KINDS_WITH_SCHEMA:
+            continue  # filled by the runtime, never by the model
         if param.kind not in _KINDS_WITH_SCHEMA:
             raise ConfigurationError(
                 f"cannot build a tool from {label}: parameter {param.name!r} is "
@@ -213,6 +216,21 @@ def _parameters(fn: Callable[..., Any], label: str) -> list[tuple[inspect.Parame
             )
         result.append((param, hints[param.name]))
     return result
+
+
+#: The parameter a tool function declares to get its call's idempotency key from the runtime.
+IDEMPOTENCY_KEY = "idempotency_key"
+
+
+def wants_idempotency_key(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` declares a regular or keyword-only ``idempotency_key`` parameter that no
+    ``functools.partial`` binds (the runtime then passes the call's key to it)."""
+    _, bound = _unwrap(fn)
+    try:
+        param = inspect.signature(fn).parameters.get(IDEMPOTENCY_KEY)
+    except (TypeError, ValueError):
+        return False
+    return param is not None and param.kind in _KINDS_WITH_SCHEMA and IDEMPOTENCY_KEY not in bound
 
 
 def _unwrap(fn: Any) -> tuple[Any, frozenset[str]]:

@@ -30,6 +30,7 @@ modules named by tool and model references) is taken relative to that directory:
 
     [permissions]
     mode = "allow"                          # ask | allow | yolo | plan
+    allow = ["check_disk", "deploy"]        # allow mode runs only the tools listed here
     deny = ["rm_*", { tool = "deploy", admin_only = true }]
 
 :func:`load_spec` reads a file into an :class:`AgentSpec` (a :class:`ConfigurationError` names

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import enum
 import functools
 import inspect
 import json
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, overload
 
 import anyio.to_thread
@@ -16,11 +18,14 @@ import cattrs
 
 from autonomous._errors import ConfigurationError
 from autonomous._schema import (
+    IDEMPOTENCY_KEY,
     description_from_doc,
     json_schema_for,
     needs_structuring,
     parameter_hints,
+    wants_idempotency_key,
 )
+from autonomous._text import cleaned
 
 _NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
@@ -100,6 +105,46 @@ class _Arguments:
     checks: dict[str, _Check]
 
 
+@attrs.frozen
+class ToolCallContext:
+    """The tool call being run: its session, turn, index among the turn's calls, and id.
+
+    ``idempotency_key`` (``"<session>:<turn>:<index>"``) is stable: the same call gets the same
+    key when a resume runs it again, so a tool that calls an external API can dedupe on it.
+    """
+
+    session: str
+    turn: int
+    index: int
+    call_id: str
+
+    @property
+    def idempotency_key(self) -> str:
+        """``"<session>:<turn>:<index>"``."""
+        return f"{self.session}:{self.turn}:{self.index}"
+
+
+#: The call being run, set by the driver around each tool function call.
+_CURRENT_CALL: contextvars.ContextVar[ToolCallContext | None] = contextvars.ContextVar(
+    "autonomous_tool_call", default=None
+)
+
+
+def current_tool_call() -> ToolCallContext | None:
+    """The tool call being run (from inside a tool function, sync or async), else None."""
+    return _CURRENT_CALL.get()
+
+
+@contextlib.contextmanager
+def tool_call_context(context: ToolCallContext) -> Iterator[ToolCallContext]:
+    """Make ``context`` the :func:`current_tool_call` inside the block (the driver's side)."""
+    token = _CURRENT_CALL.set(context)
+    try:
+        yield context
+    finally:
+        _CURRENT_CALL.reset(token)
+
+
 def _check_name(_tool: Tool, _attribute: Any, value: Any) -> None:
     """The name must match ``^[a-zA-Z0-9_-]{1,64}$``, as the OpenAI API requires."""
     if not isinstance(value, str) or _NAME.fullmatch(value) is None:
@@ -152,6 +197,8 @@ class Tool:
     the driver applies it. A timeout is reported to the model as an error result, unless
     ``fatal_timeout`` is set: then it ends the turn as a ``ToolTimeoutError``. ``read_only``
     marks a tool that changes nothing (the permission gate may allow it without asking).
+    ``idempotent`` marks a tool that is safe to run twice: only such a tool is run again on
+    resume when a crash interrupted its call (others are answered as interrupted).
     """
 
     name: str = attrs.field(validator=_check_name)
@@ -161,6 +208,7 @@ class Tool:
     read_only: bool = False
     timeout: float | None = attrs.field(default=None, validator=_check_timeout)
     fatal_timeout: bool = False
+    idempotent: bool = False
     _spec: dict[str, Any] = attrs.field(init=False, repr=False)
     _arguments: _Arguments = attrs.field(init=False, repr=False)
 
@@ -189,6 +237,7 @@ def function_tool(
     timeout: float | None = None,
     fatal_timeout: bool = False,
     sync_in_thread: bool = True,
+    idempotent: bool = False,
 ) -> Tool: ...
 
 
@@ -203,6 +252,7 @@ def function_tool(
     timeout: float | None = None,
     fatal_timeout: bool = False,
     sync_in_thread: bool = True,
+    idempotent: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -216,6 +266,7 @@ def function_tool(
     timeout: float | None = None,
     fatal_timeout: bool = False,
     sync_in_thread: bool = True,
+    idempotent: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a Tool from a function; also usable as ``@function_tool`` or ``@function_tool(...)``.
 
@@ -228,6 +279,11 @@ def function_tool(
 
     Arguments are converted to the annotated types where JSON differs (Enum members, attrs
     instances, tuples, sets); a value that does not convert raises ``ToolArgumentError``.
+
+    ``idempotent=True`` declares the tool safe to run twice (see :class:`Tool`). A function
+    with an ``idempotency_key: str`` parameter gets the call's key (see
+    :class:`ToolCallContext`) in it; the parameter is not shown to the model, and outside a
+    run's tool call its default (or ``""``) is passed.
     """
 
     def build(target: Callable[..., Any]) -> Tool:
@@ -239,6 +295,7 @@ def function_tool(
             read_only=read_only,
             timeout=timeout,
             fatal_timeout=fatal_timeout,
+            idempotent=idempotent,
         )
 
     return build if fn is None else build(fn)
@@ -259,7 +316,9 @@ def parse_arguments(tool: Tool, raw: str) -> dict[str, Any]:
     if raw and not raw.isspace():
         try:
             args = json.loads(raw)
-        except (ValueError, RecursionError) as exc:
+        except RecursionError:
+            raise ToolArgumentError(_TOO_DEEP) from None
+        except ValueError as exc:
             raise ToolArgumentError(
                 f"arguments are not valid JSON ({exc}); send one JSON object"
             ) from None
@@ -285,34 +344,73 @@ def parse_arguments(tool: Tool, raw: str) -> dict[str, Any]:
 
 
 def format_result(value: Any, max_chars: int) -> str:
-    """Render a tool's return value as the text the model reads.
+    """Render a tool's return value as the text the model reads; never raises.
 
     A str is kept as is; None or an empty result gives ``"(no output)"``; bytes are decoded as
     UTF-8; dicts, lists, tuples, numbers, booleans and attrs instances become compact JSON
-    (other objects inside by ``str``); anything else is ``str(value)``. Text longer than
-    ``max_chars`` (when positive) is cut to ``max_chars`` characters and then gets the marker
-    ``"\\n…[truncated: N more characters]"``, so the result is longer than ``max_chars`` by
-    the marker's length.
+    (other objects inside by ``str``); anything else is ``str(value)``. A value whose rendering
+    raises (``__str__`` raising, an int too long to print) gives ``"error: the tool's result
+    could not be rendered: <Type>: <message>"`` (see :func:`render_result`). Lone surrogates
+    are replaced by U+FFFD. Text longer than ``max_chars`` (when positive) is cut to
+    ``max_chars`` characters and then gets the marker ``"\\n…[truncated: N more characters]"``,
+    so the result is longer than ``max_chars`` by the marker's length.
     """
+    return render_result(value, max_chars)[0]
+
+
+def render_result(value: Any, max_chars: int) -> tuple[str, bool]:
+    """The text of :func:`format_result`, and False when it is the could-not-render error
+    (the call's outcome is then an error, not ok)."""
+    try:
+        text, rendered = _render(value), True
+    except Exception as exc:  # a broken __str__ must not end the run: the model is told
+        text, rendered = f"{_UNRENDERABLE}: {_exception_text(exc)}", False
+    return _finish(text, max_chars), rendered
+
+
+def format_error(exc: BaseException, max_chars: int = 2000) -> str:
+    """Render a tool's exception for the model: ``"error: <Type>: <message>"``, no traceback.
+
+    An empty message gives ``"error: <Type>"``; a message that cannot be rendered (its
+    ``__str__`` raises) gives ``"error: <Type> (its message could not be rendered)"``; a
+    message past ``max_chars`` is truncated as in :func:`format_result`. Never raises.
+    """
+    return _finish(f"error: {_exception_text(exc)}", max_chars)
+
+
+#: The start of the answer for a result whose rendering raised.
+_UNRENDERABLE = "error: the tool's result could not be rendered"
+#: The argument error for JSON nested past the parser's recursion limit.
+_TOO_DEEP = (
+    "arguments are nested too deeply (past the JSON parser's nesting limit); send one JSON "
+    "object with less nesting"
+)
+
+
+def _render(value: Any) -> str:
+    """The text of a tool's value, before cleaning and truncation; may raise."""
     kind = type(value)
-    text: str
     if kind is str:
-        text = value
-    elif kind is int or kind is float:  # the common cheap case, same text as JSON
-        text = repr(value)
-    elif isinstance(value, str):
-        text = value
-    elif value is None:
-        text = ""
-    elif isinstance(value, bytes | bytearray):
-        text = value.decode("utf-8", errors="replace")
-    elif isinstance(value, dict | list | tuple | int | float | enum.Enum) or attrs.has(type(value)):
+        return value  # type: ignore[no-any-return]
+    if kind is int or kind is float:  # the common cheap case, same text as JSON
+        return repr(value)
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, bytes | bytearray):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, dict | list | tuple | int | float | enum.Enum) or attrs.has(type(value)):
         try:
-            text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_to_json)
-        except (TypeError, ValueError):
-            text = str(value)
-    else:
-        text = str(value)
+            return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_to_json)
+        except (TypeError, ValueError, RecursionError):
+            return str(value)
+    return str(value)
+
+
+def _finish(text: str, max_chars: int) -> str:
+    """Clean ``text`` of what UTF-8 cannot encode, name an empty one, and truncate it."""
+    text = cleaned(text, "tool_result", "content")
     if not text:
         return "(no output)"
     if 0 < max_chars < len(text):
@@ -320,15 +418,14 @@ def format_result(value: Any, max_chars: int) -> str:
     return text
 
 
-def format_error(exc: BaseException, max_chars: int = 2000) -> str:
-    """Render a tool's exception for the model: ``"error: <Type>: <message>"``, no traceback.
-
-    An empty message gives ``"error: <Type>"``; a message past ``max_chars`` is truncated as in
-    :func:`format_result`.
-    """
-    message = str(exc)
-    text = f"error: {type(exc).__name__}: {message}" if message else f"error: {type(exc).__name__}"
-    return format_result(text, max_chars)
+def _exception_text(exc: BaseException) -> str:
+    """``"<Type>: <message>"`` (or ``"<Type>"``) for an exception, even one whose str() raises."""
+    name = type(exc).__name__
+    try:
+        message = str(exc)
+    except Exception:
+        return f"{name} (its message could not be rendered)"
+    return f"{name}: {message}" if message else name
 
 
 def _arguments_of(parameters: dict[str, Any]) -> _Arguments:
@@ -401,8 +498,8 @@ def _unknown_message(args: dict[str, Any], known: frozenset[str]) -> str:
 
 
 def _show(value: Any) -> str:
-    """A value as the model wrote it (JSON), cut short."""
-    text = json.dumps(value, ensure_ascii=False)
+    """A value as the model wrote it (JSON), cut short, without lone surrogates."""
+    text = cleaned(json.dumps(value, ensure_ascii=False), "tool_result", "argument_error")
     return text if len(text) <= 60 else f"{text[:57]}..."
 
 
@@ -442,13 +539,18 @@ def _caller(fn: Callable[..., Any], *, in_thread: bool) -> Callable[..., Awaitab
     structured = {
         name: hint for name, hint in parameter_hints(fn).items() if needs_structuring(hint)
     }
-    if is_async and not structured:
+    wants_key = wants_idempotency_key(fn)
+    key_default = _key_default(fn) if wants_key else None
+    if is_async and not structured and not wants_key:
         return fn
 
     async def call(**kwargs: Any) -> Any:
         for name, hint in structured.items():
             if name in kwargs:
                 kwargs[name] = _structure(name, kwargs[name], hint)
+        if wants_key:  # the runtime's key, whatever the arguments say
+            context = _CURRENT_CALL.get()
+            kwargs[IDEMPOTENCY_KEY] = key_default if context is None else context.idempotency_key
         if is_async:
             return await fn(**kwargs)
         if in_thread:
@@ -462,6 +564,12 @@ def _caller(fn: Callable[..., Any], *, in_thread: bool) -> Callable[..., Awaitab
         return result
 
     return call
+
+
+def _key_default(fn: Callable[..., Any]) -> Any:
+    """What the ``idempotency_key`` parameter gets outside a tool call: its default, or ""."""
+    default = inspect.signature(fn).parameters[IDEMPOTENCY_KEY].default
+    return "" if default is inspect.Parameter.empty else default
 
 
 def _structure(name: str, value: Any, hint: Any) -> Any:

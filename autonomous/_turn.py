@@ -27,7 +27,15 @@ from ._progress import ModelCalled, ProgressHub, ToolCalled
 from ._restore import INTERRUPTED
 from ._result import StopReason
 from ._telemetry import Telemetry
-from ._tools import Tool, ToolArgumentError, format_error, format_result, parse_arguments
+from ._tools import (
+    Tool,
+    ToolArgumentError,
+    ToolCallContext,
+    format_error,
+    parse_arguments,
+    render_result,
+    tool_call_context,
+)
 
 _log = structlog.get_logger("autonomous")
 
@@ -85,6 +93,8 @@ class TurnRunner:
     #: unless their tool is idempotent (then run again).
     _interrupted: set[str] = attrs.field(factory=set, init=False)
     _resumed: tuple[ToolCall, ...] = attrs.field(default=(), init=False)
+    _key_turn: int = attrs.field(default=-1, init=False)  # the turn _key_index counts for
+    _key_index: int = attrs.field(default=0, init=False)  # the index of its next tool call
 
     def __attrs_post_init__(self) -> None:
         # Per-call info logs are skipped outright when filtered out: building their keywords
@@ -141,18 +151,20 @@ class TurnRunner:
                 self._timer.cancel()
                 self._timer = None
 
-    def resume_with(self, calls: tuple[ToolCall, ...], first_index: int) -> None:
-        """Make the next :meth:`run` go on with a resumed turn: answer ``calls`` (the open
-        calls of its last answer) first, then call the model as usual."""
+    def resume_with(self, turn: int, calls: tuple[ToolCall, ...], first_index: int) -> None:
+        """Make the next :meth:`run` go on with resumed turn ``turn``: answer ``calls`` (the
+        open calls of its last answer, the first of them the turn's call ``first_index``)
+        first, then call the model as usual."""
         self._resumed = calls
         self._interrupted = {c.id for c in calls}
+        self.start_call_index(turn, first_index)
 
     async def _answer_interrupted(self, call: ToolCall, turn: int) -> bool:
         """Answer a call a crash cut short, unless its tool may safely run again; whether
         it was answered here."""
         self._interrupted.discard(call.id)
         tool = self.tools.get(call.name)
-        rerun = tool is not None and getattr(tool, "idempotent", False)
+        rerun = tool is not None and tool.idempotent
         if self.control.handles(call.name) or rerun:
             return False
         self.conv.add_tool_result(call.id, call.name, INTERRUPTED, "interrupted", turn)
@@ -266,8 +278,23 @@ class TurnRunner:
                 ),
             )
 
+    def start_call_index(self, turn: int, index: int) -> None:
+        """Make ``index`` the index of the next tool call of ``turn`` (a resumed turn goes on
+        after the calls it already made, so that no two of its calls share a key)."""
+        self._key_turn, self._key_index = turn, index
+
+    def _call_context(self, call: ToolCall, turn: int) -> ToolCallContext:
+        """The next call's context: its index counts every tool call of ``turn`` dispatched by
+        this runner, across the turn's model calls (and its retried attempts), from 0."""
+        if turn != self._key_turn:
+            self.start_call_index(turn, 0)
+        index = self._key_index
+        self._key_index += 1
+        return ToolCallContext(str(self.conv.key), turn, index, call.id)
+
     async def _dispatch(self, call: ToolCall, turn: int, caller: Caller | None) -> None:
         """Run one tool call (the tool awaited right here: one coroutine frame per call)."""
+        context = self._call_context(call, turn)
         if call.id in self._interrupted and await self._answer_interrupted(call, turn):
             return
         tel = self.telemetry
@@ -288,13 +315,14 @@ class TurnRunner:
                     self._timeout = timeout
                     self._arm(timeout)
                 try:
-                    value = await tool.fn(**args)  # Tool.invoke, one coroutine less
+                    with tool_call_context(context):
+                        value = await tool.fn(**args)  # Tool.invoke, one coroutine less
                 except Exception as exc:
                     limit = min(2000, self.opts.max_tool_result_chars)
                     content, outcome = format_error(exc, limit), "error"
                 else:
-                    content = format_result(value, self.opts.max_tool_result_chars)
-                    outcome = "ok"
+                    content, rendered = render_result(value, self.opts.max_tool_result_chars)
+                    outcome = "ok" if rendered else "error"
                 finally:
                     self._deadline = math.inf
             if tel.enabled:

@@ -35,16 +35,15 @@ def decide(
 ) -> Decision | None:
     """Decide a tool call from the rules and the mode alone; ``None`` means: ask the prompter.
 
-    Deny rules win in every mode. Then YOLO and ALLOW allow, PLAN allows read-only tools
-    only, and ASK allows what an allow rule matches and leaves the rest to the prompter.
+    Deny rules win in every mode. Then YOLO allows, PLAN allows read-only tools only, ALLOW
+    allows what an allow rule matches and denies the rest (as Go's allow mode does), and ASK
+    allows what an allow rule matches and leaves the rest to the prompter.
     """
     for rule in deny:
         if rule.matches(tool, caller):
             return Decision(False, f"denied by deny rule {rule.describe()}", mode)
     if mode is Mode.YOLO:
         return Decision(True, "yolo mode: allowed without asking", mode)
-    if mode is Mode.ALLOW:
-        return Decision(True, "allow mode: no deny rule matched", mode)
     if mode is Mode.PLAN:
         if read_only:
             return Decision(True, "plan mode: tool is read-only", mode)
@@ -52,4 +51,6 @@ def decide(
     for rule in allow:
         if rule.matches(tool, caller):
             return Decision(True, f"allowed by allow rule {rule.describe()}", mode)
+    if mode is Mode.ALLOW:
+        return Decision(False, f"allow mode: tool {tool!r} is not in the allow list", mode)
     return None

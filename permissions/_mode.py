@@ -9,7 +9,8 @@ class Mode(enum.StrEnum):
     """How the gate decides; deny rules deny in every mode.
 
     - ``ASK``: allow rules allow; every other call goes to the prompter.
-    - ``ALLOW``: every call is allowed unless a deny rule matches.
+    - ``ALLOW``: only calls an allow rule matches are allowed; every other call is denied
+      (never prompted), as in Go. With no allow rules nothing runs.
     - ``YOLO``: allow everything without asking; allow rules are moot, but explicit deny rules
       are still honoured (a deny rule is a promise the operator made).
     - ``PLAN``: only calls marked read-only are allowed; allow rules do not widen this.

@@ -100,13 +100,31 @@ class TestAllowMode:
         result = await run_autonomous(
             builder(model, tools=disk.tools, session=ref),
             "tidy",
-            permissions_gate=Gate(Mode.ALLOW, deny=["wipe_*"]),
+            permissions_gate=Gate(Mode.ALLOW, allow=["*_disk"], deny=["wipe_*"]),
         )
         assert StopReason.COMPLETED == result.reason
         assert ["read /data"] == disk.ran
         assert [
             "/data: 42% used",
             "denied: denied by deny rule 'wipe_*'",
+        ] == tool_contents(model.last_messages)[:2]
+        assert [("read_disk", True), ("wipe_disk", False)] == [
+            (p.tool, p.allowed) for p in await permission_events(ref)
+        ]
+
+    async def test_a_tool_no_allow_rule_names_is_denied(self) -> None:
+        """ALLOW runs only allowlisted tools: an unlisted one never runs, and the model is told."""
+        disk, ref = Disk(), memory_session()
+        model = ScriptedModel(read_then_wipe())
+        result = await run_autonomous(
+            builder(model, tools=disk.tools, session=ref),
+            "tidy",
+            permissions_gate=Gate(Mode.ALLOW, allow=["read_disk"]),
+        )
+        assert (StopReason.COMPLETED, ["read /data"]) == (result.reason, disk.ran)
+        assert [
+            "/data: 42% used",
+            "denied: allow mode: tool 'wipe_disk' is not in the allow list",
         ] == tool_contents(model.last_messages)[:2]
         assert [("read_disk", True), ("wipe_disk", False)] == [
             (p.tool, p.allowed) for p in await permission_events(ref)

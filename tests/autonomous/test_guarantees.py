@@ -98,12 +98,7 @@ def counting_tool(*, idempotent: bool) -> tuple[Any, list[int]]:
         runs.append(1)
         return "acted"
 
-    tool = function_tool(act)
-    if idempotent:
-        import attrs
-
-        tool = attrs.evolve(tool, idempotent=True)
-    return tool, runs
+    return function_tool(act, idempotent=idempotent), runs
 
 
 async def crash_in_turn_two(ref: SessionRef, *, inbox: str = "") -> str:

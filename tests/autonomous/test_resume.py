@@ -319,7 +319,6 @@ class TestScheduling:
             {},
             {"wake_in_sec": 5, "wake_at": "2030-01-01T00:00:00Z"},
             {"wake_in_sec": 0},
-            {"wake_at": "2000-01-01T00:00:00Z"},
             {"wake_at": "tomorrow"},
             {"wake_in_sec": 7200},
         ]

@@ -672,6 +672,17 @@ class TestParseArguments:
         assert expected == rejection(tool, '{"a": "1"}')
 
 
+class TestDeepArguments:
+    def test_arguments_nested_past_the_parser_limit(self) -> None:
+        """Arguments nested past the JSON parser's limit are rejected, naming the cause."""
+
+        def f(a: list[Any]) -> None:
+            """F."""
+
+        message = rejection(function_tool(f), "[" * 100_000)
+        assert message.startswith("arguments are nested too deeply")
+
+
 class TestFormatResult:
     def test_string_unchanged(self) -> None:
         """A str is returned as is."""
@@ -717,7 +728,64 @@ class TestFormatResult:
         assert "[1,2\n…[truncated: 5 more characters]" == format_result([1, 2, 3, 4], 4)
 
 
+class TestFormatResultNeverRaises:
+    """A result whose rendering raises becomes an error text for the model."""
+
+    def test_str_raising(self) -> None:
+        """An object whose __str__ raises is reported as a result that could not be rendered."""
+
+        class Broken:
+            def __str__(self) -> str:
+                raise RuntimeError("no text for you")
+
+        text = format_result(Broken(), 1000)
+        assert text.startswith("error: the tool's result could not be rendered")
+        assert "RuntimeError: no text for you" in text
+
+    def test_int_too_long_to_print(self) -> None:
+        """An int past Python's digit limit (str() raises ValueError) is an error text."""
+        text = format_result(10**5000, 1000)
+        assert text.startswith("error: the tool's result could not be rendered: ValueError")
+
+    def test_json_with_an_unprintable_value(self) -> None:
+        """A dict holding such an int cannot be JSON nor str: an error text, never a raise."""
+        text = format_result({"n": 10**5000}, 1000)
+        assert text.startswith("error: the tool's result could not be rendered")
+
+    def test_json_falling_back_to_a_raising_str(self) -> None:
+        """An object inside a dict whose __str__ raises is an error text too."""
+
+        class Broken:
+            def __str__(self) -> str:
+                raise RuntimeError("inner")
+
+            __repr__ = __str__
+
+        assert format_result({"x": Broken()}, 1000).startswith("error: ")
+
+    def test_a_lone_surrogate_is_replaced(self) -> None:
+        """A result holding a lone surrogate comes out as encodable UTF-8."""
+        text = format_result("bad \ud800 byte", 1000)
+        assert "bad \ufffd byte" == text
+        assert "\ufffd" in format_result({"k": "\udcff"}, 1000)
+
+
 class TestFormatError:
+    def test_str_raising_exception(self) -> None:
+        """An exception whose str() raises still renders, by its type."""
+
+        class Nasty(Exception):
+            def __str__(self) -> str:
+                raise RuntimeError("no")
+
+        text = format_error(Nasty())
+        assert text.startswith("error: Nasty")
+        assert "could not be rendered" in text
+
+    def test_surrogate_in_message(self) -> None:
+        """A lone surrogate in the message is replaced."""
+        assert "error: ValueError: a\ufffdb" == format_error(ValueError("a\ud800b"))
+
     def test_type_and_message(self) -> None:
         """An exception reads "error: <Type>: <message>"."""
         assert "error: FileNotFoundError: no such file" == format_error(

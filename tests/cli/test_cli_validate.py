@@ -117,6 +117,17 @@ class TestValidateFunction:
             p.where.split(": ")[-1] for p in validate(path, interactive=False)
         ]
 
+    def test_allow_mode_without_allow_rules_is_a_warning(self, in_process: Path) -> None:
+        """Allow mode runs only allowlisted tools: with no allow rule, every call is denied."""
+        path = write_spec(in_process, "w", "quick", extra='[permissions]\nmode = "allow"\n')
+        found = {p.where.split(": ")[-1]: p for p in validate(path)}
+        assert "warning" == found["permissions.allow"].severity
+        assert "every tool call is denied" in found["permissions.allow"].message
+        listed = write_spec(
+            in_process, "l", "quick", extra='[permissions]\nmode = "allow"\nallow = ["tick"]\n'
+        )
+        assert [] == validate(listed)
+
     def test_tool_names_must_be_free(self, in_process: Path) -> None:
         """A tool named like the done tool, or twice, is an error."""
         path = write_spec(in_process, "n", "quick")

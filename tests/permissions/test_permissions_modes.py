@@ -47,17 +47,42 @@ class TestYoloMode:
 
 
 class TestAllowMode:
-    """ALLOW allows unless a deny rule matches."""
+    """ALLOW runs only what an allow rule matches (as in Go); deny rules still win."""
 
-    async def test_allows_without_prompting(self, no: RecordingPrompter) -> None:
-        """Any tool is allowed and the prompter is not asked."""
-        decision = await Gate(Mode.ALLOW, no).check("anything", ARGS)
-        assert Decision(True, "allow mode: no deny rule matched", Mode.ALLOW, False) == decision
+    async def test_an_allowlisted_tool_runs_without_prompting(self, no: RecordingPrompter) -> None:
+        """A tool an allow rule matches is allowed and the prompter is not asked."""
+        decision = await Gate(Mode.ALLOW, no, allow=["read_*"]).check("read_file", ARGS)
+        assert Decision(True, "allowed by allow rule 'read_*'", Mode.ALLOW, False) == decision
         assert [] == no.requests
+
+    async def test_an_unlisted_tool_is_denied(self, yes: RecordingPrompter) -> None:
+        """A tool no allow rule matches is denied, saying so, and the prompter is not asked."""
+        decision = await Gate(Mode.ALLOW, yes, allow=["read_*"]).check("write", ARGS)
+        expected = "allow mode: tool 'write' is not in the allow list"
+        assert Decision(False, expected, Mode.ALLOW, False) == decision
+        assert [] == yes.requests
+
+    async def test_no_allow_rules_deny_everything(self) -> None:
+        """With an empty allow list nothing runs, read-only or not."""
+        gate = Gate(Mode.ALLOW)
+        assert (False, False) == (
+            (await gate.check("anything", ARGS)).allowed,
+            (await gate.check("read", ARGS, read_only=True)).allowed,
+        )
+
+    async def test_allow_rule_caller_condition(self) -> None:
+        """An allow rule limited to admins allows them only."""
+        gate = Gate(Mode.ALLOW, allow=[Rule("deploy", admin_only=True)])
+        admin = Caller(identity="a", admin=True)
+        assert (True, False, False) == (
+            (await gate.check("deploy", ARGS, caller=admin)).allowed,
+            (await gate.check("deploy", ARGS, caller=Caller(identity="u"))).allowed,
+            (await gate.check("deploy", ARGS)).allowed,
+        )
 
     async def test_deny_by_caller_condition(self) -> None:
         """A deny rule limited to some callers denies only them."""
-        gate = Gate(Mode.ALLOW, deny=[Rule("deploy", labels={"team": "interns"})])
+        gate = Gate(Mode.ALLOW, allow=["deploy"], deny=[Rule("deploy", labels={"team": "interns"})])
         intern = Caller(identity="i", labels={"team": "interns"})
         ops = Caller(identity="o", labels={"team": "ops"})
         assert (False, True, True) == (
