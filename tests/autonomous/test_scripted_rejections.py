@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,6 +26,7 @@ from tests.support import MODEL, litellm_model
 
 pytestmark = pytest.mark.anyio
 
+ROOT = Path(__file__).resolve().parents[2]
 USER = {"role": "user", "content": "How full is the disk?"}
 DANGLING = {
     "role": "assistant",
@@ -167,3 +172,44 @@ class TestWatch:
             with pytest.raises(ConversationRejected):
                 await model.complete([ORPHAN], [])
             assert 1 == len(outer)
+
+
+SWALLOWED = """
+import asyncio
+
+from autonomous.testing import ConversationRejected, ScriptedModel
+from tests.support.well_formed import every_request_is_one_openai_accepts
+
+
+def test_swallows_a_refusal():
+    model = ScriptedModel()
+    try:
+        asyncio.run(model.complete([{"role": "tool", "tool_call_id": "x", "content": ""}], []))
+    except ConversationRejected:
+        pass  # as a run does when its retry policy skips the turn
+
+
+def test_sends_nothing_wrong():
+    pass
+"""
+
+
+class TestSuiteFixture:
+    def test_a_swallowed_refusal_still_fails_the_test(self, tmp_path: Path) -> None:
+        """The suite's autouse fixture fails a test whose refusal never surfaced as an error."""
+        (tmp_path / "test_swallowed.py").write_text(SWALLOWED)
+        out = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+            check=False,
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert 1 == out.returncode, out.stdout + out.stderr
+        # The refusing test errors at teardown; the clean one is untouched.
+        assert "2 passed, 1 error" in out.stdout
+        assert "ERROR test_swallowed.py::test_swallows_a_refusal" in out.stdout
+        assert "requests OpenAI would refuse with HTTP 400 were sent" in out.stdout
+        assert "must be a response to a preceeding message" in out.stdout
