@@ -16,6 +16,12 @@ Steps are frozen values built by :func:`reply`, :func:`call`, :func:`calls`, :fu
 :attr:`ScriptedServer.default`, an HTTP 500 "script exhausted" error unless set otherwise, so a
 test that under-scripts notices.
 The server runs in a daemon thread and ``close()`` joins every thread it started.
+
+Like OpenAI, the server refuses a request it could not run (:func:`check_chat_request`: a tool
+call left unanswered, a tool message answering no call, a bad role, content or tool, a lone
+surrogate) with an HTTP 400 and an OpenAI-shaped error body, before it plays any step. Each
+refusal is kept in :attr:`ScriptedServer.rejections` and handed to the innermost
+:func:`watch_rejections` block, so a test suite can fail any test whose runtime sent one.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from ._conversation_rules import INVALID_JSON, Rejection, check_chat_request
 from ._scripted_steps import (
     AnswerStep,
     DelayStep,
@@ -55,6 +62,7 @@ __all__ = [
     "DelayStep",
     "ErrorStep",
     "HangStep",
+    "Rejection",
     "ScriptedServer",
     "ScriptedToolCall",
     "Step",
@@ -64,6 +72,7 @@ __all__ = [
     "error",
     "hang",
     "reply",
+    "watch_rejections",
 ]
 
 _CHAT_PATHS = frozenset({"/v1/chat/completions", "/chat/completions"})
@@ -72,6 +81,35 @@ _MODELS_PATHS = frozenset({"/v1/models", "/models"})
 _POLL = 0.02
 #: How long ``close()`` waits for a connection thread before calling it a bug (seconds).
 _JOIN_TIMEOUT = 5.0
+
+# The open watch_rejections blocks, innermost last; handler threads report into them.
+_watches: list[list[Rejection]] = []
+_watches_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def watch_rejections() -> Iterator[list[Rejection]]:
+    """Collect every request refused (by a ScriptedServer or ScriptedModel) inside the block.
+
+    Blocks nest: a refusal goes to the innermost open block only, so a test that provokes one
+    on purpose can take it in its own block and leave a suite-wide watch clean.
+    """
+    seen: list[Rejection] = []
+    with _watches_lock:
+        _watches.append(seen)
+    try:
+        yield seen
+    finally:
+        with _watches_lock:
+            # By identity: two empty lists are equal, and an outer block must stay open.
+            del _watches[next(i for i, w in enumerate(_watches) if w is seen)]
+
+
+def report_rejection(rejection: Rejection) -> None:
+    """Hand ``rejection`` to the innermost open :func:`watch_rejections` block, if any."""
+    with _watches_lock:
+        if _watches:
+            _watches[-1].append(rejection)
 
 
 # --------------------------------------------------------------------------- HTTP
@@ -139,12 +177,13 @@ class _Handler(BaseHTTPRequestHandler):
         if self._route() not in _CHAT_PATHS:
             self._send_error(HTTPStatus.NOT_FOUND, f"no route for POST {self.path}")
             return
-        try:
-            body = json.loads(raw)
-        except ValueError:
-            body = None
-        if not isinstance(body, dict):
-            self._send_error(HTTPStatus.BAD_REQUEST, "request body is not a JSON object")
+        body = _parse(raw)
+        if body is None:
+            self._refuse(None, Rejection(INVALID_JSON, None))
+            return
+        rejection = check_chat_request(body)
+        if rejection is not None:
+            self._refuse(body, rejection)
             return
         request_no, step = self.server.owner._take(body)
         try:
@@ -153,6 +192,11 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
         if self.server.owner._closing.is_set():
             self.close_connection = True
+
+    def _refuse(self, body: dict[str, Any] | None, rejection: Rejection) -> None:
+        """Answer 400 as OpenAI does, without playing a step: the model never saw the request."""
+        self.server.owner._reject(body, rejection)
+        self._send_json(HTTPStatus.BAD_REQUEST, rejection.error_body())
 
     def _play(self, step: Step, body: dict[str, Any], request_no: int) -> None:
         if isinstance(step, DelayStep):
@@ -229,6 +273,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
+def _parse(raw: bytes) -> dict[str, Any] | None:
+    """The request's JSON object, or None if it is not strict UTF-8 JSON holding an object."""
+    try:
+        # Strict UTF-8 first: json.loads(bytes) would let encoded surrogates through.
+        body = json.loads(raw.decode("utf-8"))
+    except ValueError:  # UnicodeDecodeError and JSONDecodeError alike
+        return None
+    return body if isinstance(body, dict) else None
+
+
 # --------------------------------------------------------------------------- server
 
 
@@ -253,6 +307,7 @@ class ScriptedServer:
         self._lock = threading.Lock()
         self._queue: collections.deque[Step] = collections.deque(steps)
         self._requests: list[dict[str, Any]] = []
+        self._rejections: list[Rejection] = []
         self._disconnects = 0
         self._connections: set[socket.socket] = set()
         self._threads: list[threading.Thread] = []
@@ -334,6 +389,15 @@ class ScriptedServer:
             return list(self._requests)
 
     @property
+    def rejections(self) -> list[Rejection]:
+        """The requests refused with HTTP 400 as OpenAI would refuse them, oldest first (a copy).
+
+        A refused request takes no step; its body (when it parsed) is in :attr:`requests`.
+        """
+        with self._lock:
+            return list(self._rejections)
+
+    @property
     def request_count(self) -> int:
         """How many chat requests the server has received."""
         with self._lock:
@@ -352,10 +416,11 @@ class ScriptedServer:
             return self._disconnects
 
     def reset(self) -> None:
-        """Forget queued steps, recorded requests and counters (``default`` is kept)."""
+        """Forget queued steps, recorded requests, rejections and counters (``default`` stays)."""
         with self._lock:
             self._queue.clear()
             self._requests.clear()
+            self._rejections.clear()
             self._disconnects = 0
 
     # called by handler threads -------------------------------------------------
@@ -365,6 +430,13 @@ class ScriptedServer:
             self._requests.append(body)
             step = self._queue.popleft() if self._queue else self.default
             return len(self._requests), step
+
+    def _reject(self, body: dict[str, Any] | None, rejection: Rejection) -> None:
+        with self._lock:
+            if body is not None:
+                self._requests.append(body)
+            self._rejections.append(rejection)
+        report_rejection(rejection)
 
     def _track(self, thread: threading.Thread) -> None:
         with self._lock:

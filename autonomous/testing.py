@@ -5,6 +5,11 @@
 ``ScriptedModel`` answers from a script without any network, for unit tests of agents and for
 benchmarks that must not measure HTTP. ``ScriptedServer`` is an OpenAI-compatible HTTP server on
 127.0.0.1 for tests that go through litellm's real HTTP path.
+
+Both refuse what OpenAI refuses (an unanswered tool call, a tool message answering no call, a
+bad role or content, a malformed tool, a lone surrogate): the server with an HTTP 400, the
+model by raising :class:`ConversationRejected`. Both record the refusal and hand it to the
+innermost :func:`watch_rejections` block, so a suite can fail every test that caused one.
 """
 
 from __future__ import annotations
@@ -19,8 +24,9 @@ from scheduler import FakeClock
 from usage import Usage
 
 from . import _scripted_server as server
+from ._conversation_rules import ConversationRejected, Rejection, check_chat_request
 from ._model import Message, ModelResponse, ToolCall
-from ._scripted_server import ScriptedServer
+from ._scripted_server import ScriptedServer, report_rejection, watch_rejections
 
 #: A script step: a response, an exception to raise, or a function of the request.
 Step = (
@@ -100,6 +106,11 @@ class ScriptedModel:
     ``(messages, tools) -> ModelResponse`` (sync or async). ``default`` answers once the script
     is used up; without it, an exhausted script raises :class:`ScriptExhausted`.
     ``requests`` counts calls; ``last_messages`` is a copy of the newest request's messages.
+
+    Before answering, each call is checked as OpenAI checks a request (``check=False`` skips
+    that, for benchmarks): a request OpenAI would refuse raises :class:`ConversationRejected`
+    (the loop reports it as a ``ModelError``, as a 400 from the HTTP path) without using a
+    step, and is kept in ``rejections``.
     """
 
     def __init__(
@@ -109,6 +120,7 @@ class ScriptedModel:
         name: str = "scripted",
         default: Step | None = None,
         record: bool = True,
+        check: bool = True,
     ) -> None:
         self._script = list(script)
         self._next = 0
@@ -116,6 +128,8 @@ class ScriptedModel:
         self.default = default
         self.requests = 0
         self.record = record
+        self.check = check
+        self.rejections: list[Rejection] = []
         self.last_messages: list[Message] = []
         self.last_tools: list[dict[str, Any]] = []
 
@@ -141,6 +155,8 @@ class ScriptedModel:
         if self.record:
             self.last_messages = [dict(m) for m in messages]
             self.last_tools = list(tools)
+        if self.check:
+            self._refuse_what_openai_refuses(messages, tools)
         if self._next < len(self._script):
             step = self._script[self._next]
             self._next += 1
@@ -161,9 +177,24 @@ class ScriptedModel:
             raise TypeError(f"a script function must return a ModelResponse, got {made!r}")
         return made
 
+    def _refuse_what_openai_refuses(
+        self, messages: Sequence[Message], tools: Sequence[dict[str, Any]]
+    ) -> None:
+        # The body litellm would send: no tools key when there are none.
+        body: dict[str, Any] = {"model": self._name or "scripted", "messages": list(messages)}
+        if tools:
+            body["tools"] = list(tools)
+        rejection = check_chat_request(body)
+        if rejection is not None:
+            self.rejections.append(rejection)
+            report_rejection(rejection)
+            raise ConversationRejected(rejection)
+
 
 __all__ = [
+    "ConversationRejected",
     "FakeClock",
+    "Rejection",
     "ScriptExhausted",
     "ScriptedModel",
     "ScriptedServer",
@@ -173,4 +204,5 @@ __all__ = [
     "done",
     "reply",
     "server",
+    "watch_rejections",
 ]

@@ -360,7 +360,12 @@ class TestScriptedServer:
 
     def test_stream_ends_with_usage_then_done(self) -> None:
         """A streamed answer ends with a usage chunk without choices, then [DONE]."""
-        request = {"model": "m", "stream": True, "stream_options": {"include_usage": True}}
+        request = {
+            "model": "m",
+            "messages": USER,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         with (
             ScriptedServer(reply("hi", input_tokens=4)) as server,
             httpx.stream("POST", f"{server.api_base}/chat/completions", json=request) as r,
@@ -377,7 +382,8 @@ class TestScriptedServer:
 
         def post() -> None:
             try:
-                httpx.post(f"{server.api_base}/chat/completions", json={}, timeout=30)
+                body = {"model": "m", "messages": USER}
+                httpx.post(f"{server.api_base}/chat/completions", json=body, timeout=30)
             except httpx.HTTPError as exc:
                 errors.append(exc)
 

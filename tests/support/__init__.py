@@ -2,6 +2,7 @@
 
 Map:
     litellm_http.py   calling models through litellm's real HTTP path against a ScriptedServer
+    well_formed.py    the autouse fixture failing a test that sent a request OpenAI would refuse
 """
 
 from .litellm_http import API_KEY, MODEL, litellm_kwargs, litellm_model, wait_until
