@@ -9,6 +9,7 @@ from eventlog import (
     Event,
     EventKind,
     EventLog,
+    Lease,
     Payload,
     SessionKey,
     ToolCallRecord,
@@ -30,7 +31,7 @@ class Conversation:
 
     __slots__ = (
         "_base", "_pending", "_starts", "_trimmed", "_turn_start", "author", "goal", "key",
-        "log", "messages", "system_prompt", "window",
+        "lease", "log", "messages", "system_prompt", "window",
     )  # fmt: skip
 
     def __init__(
@@ -50,6 +51,8 @@ class Conversation:
         self._starts: list[int] = []  # where each kept turn begins in ``messages``
         self.goal = ""
         self._trimmed = False
+        #: The run's lease on the session, which fences every append (None: not leased).
+        self.lease: Lease | None = None
 
     def load(self, history: list[Message], *, unfinished: int = 0) -> None:
         """Put a resumed session's history (already windowed) after the system message.
@@ -92,10 +95,12 @@ class Conversation:
         self._pending.append(Event.create(self.key, payload, author=self.author))
 
     async def flush(self) -> list[int]:
-        """Append every buffered event in one batch; their seqs."""
+        """Append every buffered event in one batch, fenced by :attr:`lease` when the session
+        is leased (the store refuses it with :class:`eventlog.LeaseLost` once another holder
+        took the session over); their seqs."""
         if not self._pending:
             return []
-        return await self.log.append(self.take_pending())
+        return await self.log.append(self.take_pending(), lease=self.lease)
 
     def take_pending(self) -> list[Event]:
         """The buffered events, handed over for appending (the buffer starts empty again)."""

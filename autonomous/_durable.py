@@ -11,6 +11,7 @@ import structlog
 from anyio.abc import TaskGroup
 
 from eventlog import (
+    CorruptEvent,
     Event,
     EventKind,
     EventLog,
@@ -141,11 +142,41 @@ class SessionKeeper:
                 _log.warning("control_poll_failed", error=type(exc).__name__)
 
     async def poll(self) -> None:
-        """Read the inbox and control events appended since the last read, and obey them."""
-        events = await self.log.read(self.key, after_seq=self.seen, kinds=_WATCH_KINDS)
+        """Read the inbox and control events appended since the last read, and obey them.
+
+        A row that cannot be read is reported once and passed over: it must not blind the
+        watch to every stop and inject after it.
+        """
+        try:
+            events = await self.log.read(self.key, after_seq=self.seen, kinds=_WATCH_KINDS)
+        except CorruptEvent:
+            events = await self._read_past_bad_row()
         for event in events:
             self.seen = max(self.seen, event.seq)
             self.run.apply_remote(event)
+
+    async def _read_past_bad_row(self) -> list[Event]:
+        """The readable events before the first bad row, one read each; the bad row is
+        logged and marked seen (the events after it come with the next poll)."""
+        events: list[Event] = []
+        after = self.seen
+        while True:
+            try:
+                batch = await self.log.read(self.key, after_seq=after, kinds=_WATCH_KINDS, limit=1)
+            except CorruptEvent as exc:
+                _log.error(
+                    "control_event_unreadable",
+                    session=exc.session,
+                    seq=exc.seq,
+                    event_id=exc.event_id,
+                    error=str(exc),
+                )
+                self.seen = max(self.seen, exc.seq)
+                return events
+            if not batch:
+                return events
+            events.append(batch[0])
+            after = batch[0].seq
 
     async def append_last(self, events: list[Event]) -> list[int]:
         """Append the run's last events, and drop the lease with them when the store can.
@@ -156,8 +187,10 @@ class SessionKeeper:
         """
         both = getattr(self.log, "append_and_release", None)
         lease = self.lease
-        if both is None or lease is None or self.lost:
-            return await self.log.append(events)
+        if self.lost:
+            raise LeaseLost(str(self.key), "taken over by another holder")
+        if both is None or lease is None:
+            return await self.log.append(events, lease=lease)
         self.releasing = True
         seqs: list[int] = await both(events, lease)
         self.lease = None

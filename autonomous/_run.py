@@ -163,7 +163,7 @@ class Run(RunControls):
                         with self.telemetry.run_span(str(self.key), agent.name):
                             await self._drive(agent)
                 except LeaseLost:  # an append the store refused: another holder has the session
-                    self.lease_lost()
+                    self._fenced_out()
             if self.result is None:
                 lost = self._keeper is not None and self._keeper.lost
                 await self._exit(StopReason.LEASE_LOST if lost else StopReason.CONTEXT_CANCELLED)
@@ -204,6 +204,8 @@ class Run(RunControls):
             await self._refuse_existing(agent.session)
         if self._keeper is None and self.conv.log.durable:
             await self._hold(SessionRef(self.conv.log, *_parts(self.key)))
+        if self._keeper is not None:
+            self.conv.lease = self._keeper.lease  # every append of the run is fenced by it
         if ref is not None:
             restored = await restore(self.conv.log, self.key, history_turns=self.opts.history_turns)
             apply_restored(self, restored)
@@ -399,6 +401,12 @@ class Run(RunControls):
         """Seconds since this process started the run."""
         return self.opts.clock.monotonic() - self._started
 
+    def _fenced_out(self) -> None:
+        """The store refused one of our appends: the session is another holder's now."""
+        if self._keeper is not None:
+            self._keeper.lost = True
+        self.lease_lost()
+
     def lease_lost(self) -> None:
         """Another process took the session over: stop now and write nothing more."""
         self.log.warning("lease_lost")
@@ -489,8 +497,13 @@ class Run(RunControls):
             # sends a conversation the provider accepts. A sleep's wake time is kept: a
             # resume waits out the rest of it.
             self.conv.answer_open_calls(INTERRUPTED, t.turns)
-            with anyio.move_on_after(_FINAL_WRITE_TIMEOUT, shield=True):
-                await self._checkpoint(reason, next_wake_at=self.next_wake_at, last=True)
+            try:
+                with anyio.move_on_after(_FINAL_WRITE_TIMEOUT, shield=True):
+                    await self._checkpoint(reason, next_wake_at=self.next_wake_at, last=True)
+            except LeaseLost:  # nothing of ours was written: the run ends as lease_lost
+                self._fenced_out()
+                reason = StopReason.LEASE_LOST
+                self.result = attrs.evolve(self.result, reason=reason, error=None)
         if pending:
             self.log.warning("inbox_undelivered", messages=len(pending))
         self.status = AutonomousStatus(status_for(reason, self.stop_requested))

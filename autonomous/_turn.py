@@ -254,7 +254,7 @@ class TurnRunner:
         conv = self.conv
         conv.add_answer(response, turn, cost)
         if response.tool_calls or self.hub.active:
-            await conv.log.append(conv.take_pending())
+            await conv.flush()
         if self._info:
             self.log.info(
                 "model_call",

@@ -151,9 +151,9 @@ class CountingLog:
         self.durable = True
         self.commits = 0
 
-    async def append(self, events: Any) -> Any:
+    async def append(self, events: Any, **fence: Any) -> Any:
         self.commits += 1
-        return await self.inner.append(events)
+        return await self.inner.append(events, **fence)
 
     async def append_and_release(self, events: Any, lease: Any) -> Any:
         self.commits += 1

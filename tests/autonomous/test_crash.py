@@ -106,9 +106,9 @@ class _Opened:
     def __init__(self, db: Path) -> None:
         self.db = db
 
-    async def append(self, events: object) -> object:
+    async def append(self, events: object, **fence: Any) -> object:
         async with SqliteEventLog(self.db) as log:
-            return await log.append(events)  # type: ignore[arg-type]
+            return await log.append(events, **fence)  # type: ignore[arg-type]
 
     async def latest_checkpoint(self, key: SessionKey) -> object:
         async with SqliteEventLog(self.db) as log:

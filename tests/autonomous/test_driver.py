@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
 import anyio
 import pytest
@@ -355,9 +356,9 @@ def _record_batches(ref: SessionRef) -> list[list[str]]:
     batches: list[list[str]] = []
     append = ref.log.append
 
-    async def recording(events: Sequence[Event]) -> list[int]:
+    async def recording(events: Sequence[Event], **fence: Any) -> list[int]:
         batches.append([str(e.kind) for e in events])
-        return await append(events)
+        return await append(events, **fence)
 
     ref.log.append = recording  # type: ignore[method-assign]
     return batches
