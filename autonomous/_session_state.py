@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from eventlog import Checkpoint, Control, EventKind, EventLog, SessionKey
+from eventlog import Checkpoint, Control, CorruptEvent, EventKind, EventLog, SessionKey
 
 from ._result import StopReason
 
@@ -54,6 +54,9 @@ async def session_state(log: EventLog, key: SessionKey) -> SessionState:
     cp = event.payload if event is not None else None
     assert cp is None or isinstance(cp, Checkpoint)
     cp_seq = event.seq if event is not None else 0
-    controls = await log.read(key, after_seq=horizon(cp, cp_seq) - 1, kinds=[EventKind.CONTROL])
+    try:
+        controls = await log.read(key, after_seq=horizon(cp, cp_seq) - 1, kinds=[EventKind.CONTROL])
+    except CorruptEvent:  # a bad row must not keep a stop from landing; the run reports it
+        controls = []
     stop = any(isinstance(e.payload, Control) and e.payload.action == "stop" for e in controls)
     return SessionState(cp, cp_seq, stop)

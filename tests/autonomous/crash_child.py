@@ -1,6 +1,6 @@
 """A durable run for the crash tests: run or resume one session, then exit (or be killed).
 
-    python crash_child.py DB SESSION [--turns N] [--slow SECONDS]
+    python crash_child.py DB SESSION [--turns N] [--slow SECONDS] [--ttl SECONDS]
 
 Each turn calls the ``work`` tool (which sleeps a little, so kills land inside tool calls too)
 and then answers; after ``--turns`` completed turns the model calls the done tool. Exit codes:
@@ -46,7 +46,7 @@ def brain(turns: int) -> Any:
     return answer
 
 
-async def main(db: Path, session: str, turns: int, slow: float) -> int:
+async def main(db: Path, session: str, turns: int, slow: float, ttl: float) -> int:
     async def work(n: int) -> str:
         """Do one unit of work."""
         await anyio.sleep(random.uniform(slow / 2, slow))
@@ -62,7 +62,7 @@ async def main(db: Path, session: str, turns: int, slow: float) -> int:
         print("started", flush=True)  # the parent times its kill from here
         try:
             result = await resume_autonomous(
-                build, ref, max_turns=0, lease_ttl=30, control_poll=0.05
+                build, ref, max_turns=0, lease_ttl=ttl, control_poll=0.05
             )
         except SessionLocked:
             return 3
@@ -77,5 +77,6 @@ if __name__ == "__main__":
     parser.add_argument("session")
     parser.add_argument("--turns", type=int, default=8)
     parser.add_argument("--slow", type=float, default=0.02)
+    parser.add_argument("--ttl", type=float, default=30.0)
     args = parser.parse_args()
-    sys.exit(anyio.run(main, args.db, args.session, args.turns, args.slow))
+    sys.exit(anyio.run(main, args.db, args.session, args.turns, args.slow, args.ttl))

@@ -6,6 +6,7 @@ import itertools
 import os
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -127,3 +128,43 @@ def test_two_resumers_in_two_processes_exactly_one_runs(tmp_path: Path) -> None:
     second = start(db, "--turns", "4", "--slow", "1.0")
     codes = sorted([first.wait(timeout=60), second.wait(timeout=60)])
     assert [0, 3] == codes
+
+
+def _max_seq(db: Path) -> int:
+    with sqlite3.connect(db) as conn:
+        return int(conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
+
+
+def _calls_made(db: Path) -> int:
+    with sqlite3.connect(db) as conn:
+        query = "SELECT count(*) FROM events WHERE kind = 'assistant_message'"
+        return int(conn.execute(query).fetchone()[0])
+
+
+def test_a_frozen_holder_writes_nothing_after_another_took_the_session_over(
+    tmp_path: Path,
+) -> None:
+    """SIGSTOP a holder inside a tool call past its lease, let another process take the
+    session over and finish it, then SIGCONT: the frozen holder's in-flight turn is never
+    committed (its appends are fenced by the lease) and it ends lease_lost."""
+    db = tmp_path / "frozen.db"
+    frozen = start(db, "--turns", "50", "--slow", "2.0", "--ttl", "0.6")
+    assert frozen.stdout is not None
+    frozen.stdout.readline()
+    deadline = time.monotonic() + 30
+    while _calls_made(db) == 0:  # its first model call asked for the tool, which now runs
+        assert time.monotonic() < deadline, "the child never called the model"
+        time.sleep(0.02)
+    frozen.send_signal(signal.SIGSTOP)
+    try:
+        time.sleep(1.0)  # past its lease (real time: the lease is on the store's clock)
+        taker = start(db, "--turns", "2", "--ttl", "0.6")
+        _, err = taker.communicate(timeout=60)
+        assert 0 == taker.returncode, err
+        after_takeover = _max_seq(db)
+    finally:
+        frozen.send_signal(signal.SIGCONT)
+    out, err = frozen.communicate(timeout=60)
+    assert 0 == frozen.returncode, err
+    assert "lease_lost" in out
+    assert after_takeover == _max_seq(db)

@@ -436,3 +436,33 @@ class TestUnreadableHistory:
             info.value.seq,
             info.value.event_id,
         )
+
+
+class TestBadRowsInALiveLog:
+    async def test_a_bad_row_does_not_blind_the_log_watch(
+        self, ref: SessionRef, tmp_path: Path
+    ) -> None:
+        """A control row that cannot be read, written while the run is live, is passed over:
+        a stop sent after it still stops the run."""
+        model = ScriptedModel(default=reply("working"))
+        turns: list[int] = []
+
+        async def before(turn: int) -> None:
+            turns.append(turn)
+            await anyio.sleep(0.01)
+
+        async with start_autonomous(
+            agent_on(ref, model), "go", max_turns=0, control_poll=0.02, before_turn=before
+        ) as h:
+            await h.ready()
+            await send_control(ref.log, ref.key, "wake")
+            with sqlite3.connect(tmp_path / "runs.db") as conn:
+                conn.execute(
+                    "UPDATE events SET payload = '{broken' WHERE seq = (SELECT max(seq) FROM"
+                    " events WHERE kind = 'control')"
+                )
+            await wait_until(lambda: len(turns) >= 3, within=10)
+            await send_control(ref.log, ref.key, "stop")
+            with anyio.fail_after(10):
+                result = await h.wait()
+        assert StopReason.CONTEXT_CANCELLED == result.reason
