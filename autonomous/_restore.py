@@ -107,6 +107,16 @@ async def restore(log: EventLog, key: SessionKey, *, history_turns: int) -> Rest
 _INBOX_KINDS = (EventKind.INBOX_QUEUED, EventKind.INBOX_DELIVERED)
 
 
+async def undelivered(
+    log: EventLog, key: SessionKey, cp: Checkpoint, cp_seq: int
+) -> tuple[str, ...]:
+    """The texts of the inbox messages a finished session acknowledged and never delivered."""
+    horizon = first_unseen(cp, cp_seq)
+    start = min(cp.inbox_from_seq or horizon, horizon)
+    pending, _ = _inbox(await log.read(key, after_seq=start - 1, kinds=_INBOX_KINDS))
+    return tuple(m.text for m in pending)
+
+
 def _totals(cp: Checkpoint | None, tail: list[Event], *, counted: bool) -> Totals:
     """Checkpoint totals plus what a crashed turn spent after it (budgets never go back).
 

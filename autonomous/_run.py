@@ -38,7 +38,7 @@ from ._litellm import LiteLLMModel
 from ._loop import run_loop
 from ._options import RunOptions
 from ._progress import CheckpointWritten, ProgressHub, RunExited, Woke
-from ._restore import INTERRUPTED, Unfinished, restore
+from ._restore import INTERRUPTED, Unfinished, restore, undelivered
 from ._result import AutonomousStatus, RunResult, StopReason
 from ._session_state import session_state
 from ._supervisor import RecentEvents
@@ -287,6 +287,9 @@ class Run(RunControls):
             result=cp.result,
             session_id=ref.session_id,
         )
+        if state.checkpoint is not None:  # messages acknowledged after it stay reported
+            waiting = await undelivered(ref.log, ref.key, state.checkpoint, state.checkpoint_seq)
+            self.result = attrs.evolve(self.result, undelivered=waiting)
         if reason is StopReason.CONTEXT_CANCELLED and not cp.stopped:
             # Make the stop part of the session's state, so a daemon no longer finds it due.
             stopped = attrs.evolve(cp, stop_reason=reason.value, stopped=True)

@@ -347,6 +347,27 @@ class TestNothingAcknowledgedIsLost:
 
 
 class TestFinishedSessions:
+    async def test_a_completed_session_reports_what_it_never_delivered(
+        self, ref: SessionRef, tmp_path: Path
+    ) -> None:
+        """A message appended in the moment between the run's last read and its final
+        checkpoint is not dropped in silence: resuming the completed session lists it."""
+
+        async def late(messages: Any, tools: Any) -> ModelResponse:
+            return done()
+
+        async def sneak(events: Any, lease: Any) -> Any:  # the run's last write
+            async with SqliteEventLog(tmp_path / "runs.db") as other:
+                await send_inject(other, ref.key, "just in time")
+            return await last_write(events, lease)
+
+        last_write = ref.log.append_and_release  # type: ignore[attr-defined]
+        ref.log.append_and_release = sneak  # type: ignore[attr-defined]
+        await run_autonomous(agent_on(ref, ScriptedModel([late, reply("ok")])), "go")
+        ref.log.append_and_release = last_write  # type: ignore[attr-defined]
+        again = await resume_autonomous(agent_on(ref, ScriptedModel([])), ref)
+        assert (StopReason.COMPLETED, ("just in time",)) == (again.reason, again.undelivered)
+
     async def test_inject_and_control_of_a_completed_session_are_refused(
         self, ref: SessionRef
     ) -> None:
