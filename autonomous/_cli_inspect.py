@@ -50,7 +50,9 @@ def status_of(summary: SessionSummary, now: datetime) -> str:
     """A session's state in one word, from its latest checkpoint and its lease."""
     reason = summary.stop_reason
     if summary.holder and not holder_gone(summary.holder):
-        return "running"
+        return "paused" if summary.paused else "running"
+    if summary.stopped:
+        return "stopped"
     if reason is None:
         return "interrupted"  # no exit recorded and nobody alive holds it: a crash
     if reason == "deferred":

@@ -1,0 +1,28 @@
+"""The one-word status `autonomous ls` shows for a session summary."""
+
+from __future__ import annotations
+
+import os
+import socket
+from datetime import UTC, datetime
+
+import attrs
+
+from autonomous._cli_inspect import status_of
+from eventlog import SessionKey, SessionSummary
+
+NOW = datetime(2030, 1, 1, tzinfo=UTC)
+BASE = SessionSummary(SessionKey("a", "u", "s"), 3, 0.0, None, None, NOW, 9)
+LIVE = f"{socket.gethostname()}:{os.getpid()}:token"
+
+
+class TestStatusOf:
+    def test_a_live_paused_run_is_shown_paused(self) -> None:
+        """A held session whose latest checkpoint says paused is 'paused', not 'running'."""
+        assert "paused" == status_of(attrs.evolve(BASE, holder=LIVE, paused=True), NOW)
+        assert "running" == status_of(attrs.evolve(BASE, holder=LIVE), NOW)
+
+    def test_a_session_stopped_on_purpose_is_shown_stopped(self) -> None:
+        """A stopped checkpoint is 'stopped' even when it had deferred itself."""
+        stopped = attrs.evolve(BASE, stop_reason="context_cancelled", stopped=True)
+        assert "stopped" == status_of(stopped, NOW)
