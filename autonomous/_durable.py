@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -22,7 +21,7 @@ from eventlog import (
     SessionKey,
     utcnow,
 )
-from scheduler import ScheduleEvent, SleepScheduler
+from scheduler import Clock, ScheduleEvent, SleepScheduler
 
 from ._controls import latest_control_seq
 from ._options import RunOptions
@@ -41,9 +40,8 @@ class SessionKeeper:
 
     The lease is renewed every third of ``lease_ttl``; losing it (another process took the
     session over after our lease expired) stops the run, which then writes nothing more.
-    The renewing and polling tasks start when the first of them is due (:meth:`start_later`):
-    a run that ends sooner, as most short runs do, never pays for two tasks and their
-    cancellation.
+    Renewing and polling are two tasks of the run's task group (:meth:`start`), sleeping on
+    the run's clock, so a test's :class:`scheduler.FakeClock` drives them too.
     """
 
     def __init__(self, run: Run, log: EventLog, key: SessionKey, opts: RunOptions) -> None:
@@ -55,12 +53,14 @@ class SessionKeeper:
         self.lost = False
         self.releasing = False
         self.seen = 0
-        self._timer: asyncio.TimerHandle | None = None
-        self._tasks: TaskGroup | None = None
+        # When the lease was taken and the watch began: the first renewal and poll are due
+        # a period after these, however long the run took to start between them.
+        self._taken_at = self._watch_from = opts.clock.now()
 
     async def acquire(self) -> None:
         """Take the lease (raises :class:`eventlog.SessionLocked` when a live holder has it)."""
         holder = LeaseHolder.this_process()
+        self._taken_at = self.opts.clock.now()
         try:
             self.lease = await self.log.acquire_lease(self.key, holder, self.opts.lease_ttl)
         except anyio.get_cancelled_exc_class():
@@ -75,43 +75,26 @@ class SessionKeeper:
         The default is the log's newest seq when our lease was taken, when the store told it
         (no read then); else the session's newest inbox or control event, read now.
         """
+        self._watch_from = self.opts.clock.now()
         if seq is None and self.lease is not None:
             seq = self.lease.log_seq
         self.seen = seq if seq is not None else await latest_control_seq(self.log, self.key)
 
-    def start_later(self, tg: TaskGroup) -> None:
-        """Start :meth:`heartbeat` and :meth:`watch` in ``tg`` once the first of them is due.
+    def start(self, tg: TaskGroup) -> None:
+        """Start :meth:`heartbeat` and :meth:`watch` as tasks of ``tg``, the run's task group.
 
-        Must be undone by :meth:`stop` before ``tg`` exits.
+        Both sleep first, on the run's clock; cancelling ``tg`` stops them.
         """
-        loop = asyncio.get_running_loop()
-        first = min(self.opts.lease_ttl / 3, self.opts.control_poll)
-        self._timer = loop.call_at(loop.time() + first, self._start, tg, loop.time())
+        tg.start_soon(self.heartbeat, name="lease")
+        tg.start_soon(self.watch, name="watch")
 
-    def _start(self, tg: TaskGroup, armed_at: float) -> None:
-        self._timer = None
-        self._tasks = tg
-        elapsed = asyncio.get_running_loop().time() - armed_at
-        tg.start_soon(self.heartbeat, max(0.0, self.opts.lease_ttl / 3 - elapsed), name="lease")
-        tg.start_soon(self.watch, max(0.0, self.opts.control_poll - elapsed), name="watch")
-
-    def stop(self) -> None:
-        """Stop the tasks :meth:`start_later` started, or its timer if they have not."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if self._tasks is not None:
-            self._tasks.cancel_scope.cancel()
-            self._tasks = None
-
-    async def heartbeat(self, first: float) -> None:
-        """Renew the lease (first after ``first`` seconds) until cancelled; a lost lease
-        stops the run."""
+    async def heartbeat(self) -> None:
+        """Renew the lease every third of ``lease_ttl`` until cancelled; a lost lease stops
+        the run."""
         every = self.opts.lease_ttl / 3
-        delay = first
+        tick = _Ticker(self.opts.clock, every, self._taken_at)
         while True:
-            await anyio.sleep(delay)
-            delay = every
+            await tick.wait()
             lease = self.lease
             if lease is None:  # dropped with the run's last write
                 return
@@ -129,13 +112,12 @@ class SessionKeeper:
                 if self.lease is not None:
                     self.lease = renewed
 
-    async def watch(self, first: float) -> None:
-        """Poll the log (first after ``first`` seconds) for inbox messages and control
-        requests from other processes."""
-        delay = first
+    async def watch(self) -> None:
+        """Poll the log every ``control_poll`` for inbox messages and control requests from
+        other processes, until cancelled."""
+        tick = _Ticker(self.opts.clock, self.opts.control_poll, self._watch_from)
         while True:
-            await anyio.sleep(delay)
-            delay = self.opts.control_poll
+            await tick.wait()
             try:
                 await self.poll()
             except EventLogError as exc:  # a read can fail for a moment; the next poll retries
@@ -209,6 +191,27 @@ class SessionKeeper:
                 await self.log.release_lease(lease)
             except EventLogError as exc:  # it expires by itself; never hide the run's own error
                 _log.warning("lease_release_failed", error=type(exc).__name__)
+
+
+class _Ticker:
+    """Wakes every ``every`` seconds on ``clock``: first one period after ``since``, then
+    one period after the previous tick.
+
+    The next tick is one period after the last one, but never in the past (a stalled loop
+    ticks once at once, not once per period missed) and never more than a period away (a
+    wall clock set back does not stall renewals).
+    """
+
+    def __init__(self, clock: Clock, every: float, since: datetime) -> None:
+        self._clock = clock
+        self._every = timedelta(seconds=every)
+        self._due = since + self._every
+
+    async def wait(self) -> None:
+        """Sleep until the next tick is due."""
+        await self._clock.sleep_until(self._due)
+        now = self._clock.now()
+        self._due = min(max(self._due + self._every, now), now + self._every)
 
 
 async def wait_for_wake(run: Run, wake_at: datetime) -> None:

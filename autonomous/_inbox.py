@@ -93,6 +93,8 @@ class Wake:
     def request(self) -> None:
         """Ask for a wake; safe from the loop's thread and from any other thread."""
         if self._loop is not None and threading.get_ident() != self._thread:
+            # The one hand-off from another thread. The callback only sets an event, which
+            # needs no current task (anyio refuses task-starting calls from callbacks).
             self._loop.call_soon_threadsafe(self._set)
         else:
             self._set()

@@ -157,6 +157,7 @@ class ProgressHub:
                 alive.append(stream)  # slow reader: it misses this event, stays subscribed
                 continue
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                stream.close()  # the reader left: drop our end too (unclosed, it warns)
                 continue
             alive.append(stream)
         self._readers = alive

@@ -234,13 +234,13 @@ class Run(RunControls):
             return await self._run_loop(agent)
         failure: BaseException | None = None
         async with anyio.create_task_group() as tg:
-            self._keeper.start_later(tg)
+            self._keeper.start(tg)
             try:
                 result = await self._run_loop(agent)
             except Exception as exc:  # re-raised below as itself, not as an exception group
                 failure = exc
             finally:
-                self._keeper.stop()
+                tg.cancel_scope.cancel()  # the keeper's tasks end with the loop
         if failure is not None:
             raise failure
         return result

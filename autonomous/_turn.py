@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -84,10 +82,6 @@ class TurnRunner:
     elapsed: Callable[[], float]
     log: Any = attrs.field(factory=lambda: _log)
     telemetry: Telemetry = attrs.field(factory=Telemetry.disabled)
-    _scope: anyio.CancelScope | None = attrs.field(default=None, init=False)
-    _timeout: float = attrs.field(default=0.0, init=False)
-    _deadline: float = attrs.field(default=math.inf, init=False)  # the running tool's, loop time
-    _timer: asyncio.TimerHandle | None = attrs.field(default=None, init=False)
     _info: bool = attrs.field(default=True, init=False)
     #: Calls of a resumed turn that a crash may have cut short: answered as interrupted
     #: unless their tool is idempotent (then run again).
@@ -106,50 +100,37 @@ class TurnRunner:
         """Run a turn whose prompt is already in the conversation; returns the answer text.
 
         Raises :class:`BudgetReached` when a cap stops it between model calls, and a
-        :class:`TurnError` when it fails.
-
-        Tool timeouts use one cancel scope per turn and one lazy timer (see :meth:`_arm`); a
-        timeout cancels the scope, the call is answered with the timeout, and the turn goes on
-        in a fresh scope.
+        :class:`TurnError` when it fails. Each tool call has a cancel scope of its own for
+        its timeout (see :meth:`_dispatch`).
         """
         # One frame for the whole turn (no helper coroutine stays suspended under it while a
         # model call runs): a run parked in a model call holds that much less memory.
         progress = _Progress(pending=self._resumed)
         self._resumed = ()
-        try:
-            while True:
-                with anyio.CancelScope() as scope:
-                    self._scope = scope
-                    while True:
-                        pending = progress.pending
-                        while progress.dispatched < len(pending):
-                            if progress.dispatched:  # a stop asked for during the last tool
-                                await anyio.lowlevel.checkpoint_if_cancelled()
-                            await self._dispatch(pending[progress.dispatched], turn, caller)
-                            progress.dispatched += 1
-                        self._check_budgets(progress.calls)
-                        with self.telemetry.model_span(turn, self.model.name) as span:
-                            try:
-                                response = await self.model.complete(self.conv.messages, self.specs)
-                            except TurnError:
-                                raise
-                            except Exception as exc:
-                                name = self.model.name
-                                raise ModelError(f"model call to {name} failed: {exc}") from exc
-                            cost = self._spent(response, span)
-                        await self._answered(response, turn, cost)
-                        progress.calls += 1
-                        if response.text:
-                            progress.text = self.tally.final_text = response.text
-                        if not response.tool_calls:
-                            return progress.text
-                        progress.pending, progress.dispatched = response.tool_calls, 0
-                await self._timed_out(progress, turn)  # only a tool's deadline ends the scope
-        finally:
-            self._deadline = math.inf
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
+        while True:
+            pending = progress.pending
+            while progress.dispatched < len(pending):
+                if progress.dispatched:  # a stop asked for during the last tool
+                    await anyio.lowlevel.checkpoint_if_cancelled()
+                await self._dispatch(pending[progress.dispatched], turn, caller)
+                progress.dispatched += 1
+            self._check_budgets(progress.calls)
+            with self.telemetry.model_span(turn, self.model.name) as span:
+                try:
+                    response = await self.model.complete(self.conv.messages, self.specs)
+                except TurnError:
+                    raise
+                except Exception as exc:
+                    name = self.model.name
+                    raise ModelError(f"model call to {name} failed: {exc}") from exc
+                cost = self._spent(response, span)
+            await self._answered(response, turn, cost)
+            progress.calls += 1
+            if response.text:
+                progress.text = self.tally.final_text = response.text
+            if not response.tool_calls:
+                return progress.text
+            progress.pending, progress.dispatched = response.tool_calls, 0
 
     def resume_with(self, turn: int, calls: tuple[ToolCall, ...], first_index: int) -> None:
         """Make the next :meth:`run` go on with resumed turn ``turn``: answer ``calls`` (the
@@ -183,48 +164,6 @@ class TurnRunner:
                 f"the model asked for tools in {calls} calls in one turn "
                 f"(max_model_calls_per_turn={calls})"
             )
-
-    def _arm(self, timeout: float) -> None:
-        """Give the tool about to run ``timeout`` seconds.
-
-        Setting a cancel scope's deadline schedules and cancels a loop timer every time, which
-        costs more than a short tool call. Here a tool only records its deadline; one timer per
-        turn stays armed at (or before) it, and when it fires it cancels the turn's scope if the
-        running tool is past its deadline, re-arms for the running tool's deadline if not, and
-        lapses when no tool is running (the next tool arms it again).
-        """
-        loop = asyncio.get_running_loop()
-        self._deadline = deadline = loop.time() + timeout
-        timer = self._timer
-        if timer is None or timer.when() > deadline:
-            if timer is not None:
-                timer.cancel()
-            self._timer = loop.call_at(deadline, self._on_timer, loop)
-
-    def _on_timer(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._timer = None
-        deadline = self._deadline
-        if deadline == math.inf:
-            return
-        if loop.time() < deadline:
-            self._timer = loop.call_at(deadline, self._on_timer, loop)
-        elif self._scope is not None:
-            self._deadline = math.inf
-            self._scope.cancel()
-
-    async def _timed_out(self, progress: _Progress, turn: int) -> None:
-        call = progress.pending[progress.dispatched]
-        progress.dispatched += 1
-        tool, timeout = self.tools[call.name], self._timeout
-        self.log.info("tool_call", turn=turn, tool=call.name, outcome="timeout")
-        if self.telemetry.enabled:
-            self.telemetry.count_tool(call.name, "timeout")
-        if self.hub.active:
-            await self.hub.emit(turn, ToolCalled(turn, call.name, "timeout"))
-        if tool.fatal_timeout:
-            raise ToolTimeoutError(f"tool {tool.name} timed out after {timeout:g} s")
-        content = f"error: tool {tool.name} timed out after {timeout:g} s"
-        self.conv.add_tool_result(call.id, call.name, content, "timeout", turn)
 
     def _spent(self, response: ModelResponse, span: Any) -> float:
         """Count a model call's usage (totals, tracker, telemetry); its cost."""
@@ -293,11 +232,18 @@ class TurnRunner:
         return ToolCallContext(str(self.conv.key), turn, index, call.id)
 
     async def _dispatch(self, call: ToolCall, turn: int, caller: Caller | None) -> None:
-        """Run one tool call (the tool awaited right here: one coroutine frame per call)."""
+        """Run one tool call (the tool awaited right here: one coroutine frame per call).
+
+        The call runs in a cancel scope of its own, with the tool's timeout (0: none): a
+        timeout ends this call and nothing else. The model is told, or for a
+        ``fatal_timeout`` tool the turn fails with :class:`ToolTimeoutError`. A tool that
+        returned as its deadline passed keeps its result.
+        """
         context = self._call_context(call, turn)
         if call.id in self._interrupted and await self._answer_interrupted(call, turn):
             return
         tel = self.telemetry
+        fatal = False
         with tel.tool_span(turn, call.name) as span:
             if self.control.handles(call.name):
                 content = self.control.call(call.name, call.arguments, turn)
@@ -311,28 +257,29 @@ class TurnRunner:
             else:
                 tool, args = resolved
                 timeout = tool.timeout if tool.timeout is not None else self.opts.tool_timeout
-                if timeout > 0:
-                    self._timeout = timeout
-                    self._arm(timeout)
-                try:
-                    with tool_call_context(context):
-                        value = await tool.fn(**args)  # Tool.invoke, one coroutine less
-                except Exception as exc:
-                    limit = min(2000, self.opts.max_tool_result_chars)
-                    content, outcome = format_error(exc, limit), "error"
-                else:
-                    content, rendered = render_result(value, self.opts.max_tool_result_chars)
-                    outcome = "ok" if rendered else "error"
-                finally:
-                    self._deadline = math.inf
+                with anyio.move_on_after(timeout if timeout > 0 else None) as scope:
+                    try:
+                        with tool_call_context(context):
+                            value = await tool.fn(**args)  # Tool.invoke, one coroutine less
+                    except Exception as exc:
+                        limit = min(2000, self.opts.max_tool_result_chars)
+                        content, outcome = format_error(exc, limit), "error"
+                    else:
+                        content, rendered = render_result(value, self.opts.max_tool_result_chars)
+                        outcome = "ok" if rendered else "error"
+                if scope.cancelled_caught:
+                    content = f"error: tool {tool.name} timed out after {timeout:g} s"
+                    outcome, fatal = "timeout", tool.fatal_timeout
             if tel.enabled:
                 tel.set_tool_outcome(span, outcome)
                 tel.count_tool(call.name, outcome)
-        self.conv.add_tool_result(call.id, call.name, content, outcome, turn)
         if self._info:
             self.log.info("tool_call", turn=turn, tool=call.name, outcome=outcome)
         if self.hub.active:
             await self.hub.emit(turn, ToolCalled(turn, call.name, outcome))
+        if fatal:
+            raise ToolTimeoutError(content.removeprefix("error: "))
+        self.conv.add_tool_result(call.id, call.name, content, outcome, turn)
 
     def _resolve(self, call: ToolCall) -> tuple[Tool, dict[str, Any]] | str:
         """The called tool and its checked arguments, or the error to answer the call with (an

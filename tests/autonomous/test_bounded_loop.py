@@ -442,16 +442,20 @@ class TestToolTimeouts:
         assert [] == tool_contents(seen[1])
 
     async def test_a_finished_tools_timeout_never_reaches_the_next_model_call(self) -> None:
-        """The timer a quick tool armed lapses: a model call slower than that timeout runs on."""
+        """A quick tool's timeout ends with it: a model call slower than that timeout runs on."""
+
+        async def quick() -> str:
+            """Return at once."""
+            return "quick"
 
         async def slow_answer(messages: object, tools: object) -> object:
-            await anyio.sleep(0.15)
+            await anyio.sleep(0.5)  # well past the tool's deadline, had it outlived the tool
             return done()
 
-        quick = function_tool(nap, timeout=0.06)  # naps 0.05 s, inside its 0.06 s
-        model = ScriptedModel([call("nap"), slow_answer, reply("ok")])
-        result = await run_autonomous(builder(model, tools=[quick]), "go")
-        assert "rested" == tool_contents(model.last_messages)[0]
+        model = ScriptedModel([call("quick"), slow_answer, reply("ok")])
+        tool = function_tool(quick, timeout=0.2)  # 0.2 s for a call that takes microseconds
+        result = await run_autonomous(builder(model, tools=[tool]), "go")
+        assert "quick" == tool_contents(model.last_messages)[0]
         assert StopReason.COMPLETED == result.reason
 
     async def test_a_shorter_timeout_after_a_longer_one_still_fires_on_time(self) -> None:
@@ -472,8 +476,18 @@ class TestToolTimeouts:
             """Return at once."""
             return "quick"
 
-        tools = [function_tool(quick, timeout=0.02), function_tool(nap, timeout=60)]
-        model = ScriptedModel([calls([("quick", {}), ("nap", {})]), done(), reply("ok")])
+        async def past_the_first_deadline() -> str:
+            """Sleep well past the first tool's timeout."""
+            await anyio.sleep(0.4)
+            return "rested"
+
+        tools = [
+            function_tool(quick, timeout=0.2),  # 0.2 s for a call that takes microseconds
+            function_tool(past_the_first_deadline, timeout=60),
+        ]
+        model = ScriptedModel(
+            [calls([("quick", {}), ("past_the_first_deadline", {})]), done(), reply("ok")]
+        )
         result = await run_autonomous(builder(model, tools=tools), "go")
         assert ["quick", "rested"] == tool_contents(model.last_messages)[:2]
         assert StopReason.COMPLETED == result.reason

@@ -81,6 +81,7 @@ async def test_sigkill_at_random_points_then_resume(tmp_path: Path) -> None:
         # Killed while running: it took the dead holder's lease at once (a refused resume
         # would have exited with 3, SessionLocked).
         assert -signal.SIGKILL == child.wait(), child.stderr.read() if child.stderr else ""
+        child.communicate()  # closes its pipes
         kills += 1
         cps, delivered, _ = await observe(db)
         check_invariants(cps, delivered)
@@ -126,7 +127,9 @@ def test_two_resumers_in_two_processes_exactly_one_runs(tmp_path: Path) -> None:
     first = start(db, "--turns", "4", "--slow", "1.0")  # holds the session for >= 2 s
     time.sleep(0.05)
     second = start(db, "--turns", "4", "--slow", "1.0")
-    codes = sorted([first.wait(timeout=60), second.wait(timeout=60)])
+    for child in (first, second):
+        child.communicate(timeout=60)  # waits, and closes its pipes
+    codes = sorted([first.returncode, second.returncode])
     assert [0, 3] == codes
 
 

@@ -102,7 +102,7 @@ class TestDeferAndResume:
                 )
 
             tg.start_soon(resume)
-            await wait_until(lambda: clock.sleepers == 1)
+            await wait_until(lambda: clock.sleepers == 3)  # the wait, lease renewal, log watch
             assert 2 == model.requests  # asleep until the wake time: no model call yet
             clock.advance(300)
         result = results[0]

@@ -325,38 +325,47 @@ class _ProtocolOnly:
         return getattr(self.inner, name)
 
 
-def _counting_tasks(seen: list[int]) -> Any:
+def _task_names() -> set[str]:
+    """The names of the tasks running now."""
+    return {t.name for t in anyio.get_running_tasks()}
+
+
+def _noting_tasks(seen: list[set[str]]) -> Any:
     async def step(messages: object, tools: object) -> Any:
-        seen.append(len(anyio.get_running_tasks()))
+        seen.append(_task_names())
         return reply("done")
 
     return step
 
 
-class TestKeeperStartsWhenDue:
-    async def test_a_run_that_ends_before_anything_is_due_runs_no_keeper_task(
+class TestKeeperTasks:
+    async def test_a_durable_run_renews_and_watches_in_two_tasks_of_its_own(
         self, tmp_path: Path
     ) -> None:
-        """A durable run shorter than the first renewal and poll has the tasks of one
-        without a lease: the keeper's two start only when the first of them is due."""
-        seen: list[int] = []
+        """A durable run has a lease and a watch task from its start, however short it is;
+        a run without a durable session has neither; both end with the run."""
+        seen: list[set[str]] = []
         async with SqliteEventLog(tmp_path / "l.db") as log:
             durable = SessionRef(log, "a", "u", "s")
             for session in (memory_session(), durable):
-                model = ScriptedModel([_counting_tasks(seen)])
+                model = ScriptedModel([_noting_tasks(seen)])
                 build = builder(model, session=session)
                 result = await run_autonomous(build, "go", max_turns=1, control_poll=60)
                 assert StopReason.MAX_TURNS_EXCEEDED == result.reason
-        assert seen[0] == seen[1]
+        assert (set(), {"lease", "watch"}) == (
+            seen[0] & {"lease", "watch"},
+            seen[1] & {"lease", "watch"},
+        )
+        assert set() == _task_names() & {"lease", "watch"}
 
-    async def test_the_lease_is_renewed_first_when_that_is_due_first(self, tmp_path: Path) -> None:
-        """With a third of lease_ttl shorter than control_poll, the heartbeat starts then
-        (not at the first poll), next to the watcher; stopping ends both."""
-        seen: list[int] = []
+    async def test_the_lease_is_renewed_on_time_and_stopping_ends_both_tasks(
+        self, tmp_path: Path
+    ) -> None:
+        """With a third of lease_ttl much shorter than control_poll, the lease is renewed
+        long before the first poll; stopping ends both tasks and releases the lease."""
         stalled = anyio.Event()
 
         async def stall(messages: object, tools: object) -> Any:
-            seen.append(len(anyio.get_running_tasks()))
             stalled.set()
             await anyio.sleep_forever()
 
@@ -368,9 +377,10 @@ class TestKeeperStartsWhenDue:
                 await stalled.wait()
                 with anyio.fail_after(5):
                     await log.renewed.wait()
-                assert seen[0] + 2 == len(anyio.get_running_tasks())
+                assert {"lease", "watch"} <= _task_names()
                 await h.stop()
             assert StopReason.CONTEXT_CANCELLED == (await h.wait()).reason
+            assert set() == _task_names() & {"lease", "watch"}
             # Released: another holder takes the session at once.
             await log.acquire_lease(ref.key, LeaseHolder("elsewhere", 1, "t"), 60)
 

@@ -5,6 +5,8 @@
   then it reports done with the inbox block as the detail.
 - ``deferring``: schedules its next turn one second ahead (``next_prompt`` "wake up"), then
   reports done on the next turn, with any inbox block in the detail.
+- ``deferring_then_looping``: defers like ``deferring``, then ticks like ``looping`` until an
+  inbox message arrives (a resume that holds its session until told to finish).
 """
 
 from __future__ import annotations
@@ -71,6 +73,12 @@ def _deferring(messages: Messages, tools: Sequence[dict[str, Any]]) -> ModelResp
     return call("schedule_next_turn", {"wake_in_sec": 1, "next_prompt": "wake up"})
 
 
+def _deferring_then_looping(messages: Messages, tools: Sequence[dict[str, Any]]) -> ModelResponse:
+    if _prompt(messages) == "Do the test thing.":  # the goal: the first turn
+        return _deferring(messages, tools)
+    return _looping(messages, tools)
+
+
 def quick() -> ScriptedModel:
     """Done at once."""
     return ScriptedModel(default=_quick)
@@ -84,3 +92,8 @@ def looping() -> ScriptedModel:
 def deferring() -> ScriptedModel:
     """Defers one second, then finishes."""
     return ScriptedModel(default=_deferring)
+
+
+def deferring_then_looping() -> ScriptedModel:
+    """Defers one second, then (resumed) ticks until an inbox message arrives."""
+    return ScriptedModel(default=_deferring_then_looping)

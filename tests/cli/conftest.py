@@ -167,6 +167,9 @@ class Background:
         code = self.proc.wait(timeout=timeout)
         for reader in self._readers:
             reader.join(timeout=5)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None and not any(r.is_alive() for r in self._readers):
+                stream.close()  # read to the end; an open pipe would warn when collected
         return code
 
     def stdout(self) -> str:

@@ -19,9 +19,9 @@ from .conftest import ENV, Background, cli, holder_of, session_events, write_spe
 DEFERRING = '[scheduler]\nkind = "exit"\n'
 
 
-def deferred_sessions(agent_dir: Path, *ids: str) -> None:
+def deferred_sessions(agent_dir: Path, *ids: str, brain: str = "deferring") -> None:
     """Run the deferring agent once per id, at once: each session exits deferred, due in 1 s."""
-    write_spec(agent_dir, "later", "deferring", extra=DEFERRING)
+    write_spec(agent_dir, "later", brain, extra=DEFERRING)
     command = [sys.executable, "-m", "autonomous._cli", "run", "later.toml", "--json", "-q"]
     runs = [
         subprocess.Popen(
@@ -115,22 +115,34 @@ class TestDaemon:
     def test_never_runs_a_session_another_process_holds(
         self, agent_dir: Path, start: Callable[..., Background]
     ) -> None:
-        """While `resume` holds a session (waiting for its wake), the daemon leaves it alone."""
-        deferred_sessions(agent_dir, "held")
+        """While `resume` holds a due session, the daemon leaves it alone.
+
+        The holder keeps the session (due, and not finished) until an inject tells it to
+        finish, so however slowly each command starts, the daemon runs beside the holder.
+        """
+        deferred_sessions(agent_dir, "held", brain="deferring_then_looping")
         holder = start(agent_dir, "resume", "held", "--json")
         holder.wait_for("resuming session")
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 10
         while holder_of(agent_dir, "held") is None:  # the lease is taken just after that line
             assert time.monotonic() < deadline, "resume never took the lease"
             time.sleep(0.05)
         daemon = start(agent_dir, "daemon", "--poll", "0.2", "--json")
-        assert 0 == holder.finish(timeout=8)
+        daemon.wait_for('"daemon_started"', stream="stdout", timeout=30)
+        once = cli(agent_dir, "daemon", "--once", "--json")  # one whole pass while it is held
+        assert "tests/tester/held" not in once.stdout, once.stdout
+        assert holder_of(agent_dir, "held") is not None, "the holder let go too soon"
+        assert 0 == cli(agent_dir, "inject", "held", "finish now").returncode
+        assert 0 == holder.finish(timeout=30)
         assert "completed" == json.loads(holder.stdout())["reason"]
-        cli(agent_dir, "daemon", "--once", "--json")  # nothing left to do
+        # Started, its signal handlers are in place: SIGTERM is a clean stop (128 + 15).
         daemon.proc.send_signal(signal.SIGTERM)
-        assert 143 == daemon.finish()
+        assert 128 + signal.SIGTERM == daemon.finish()
         assert [] == [r for r in daemon_reports(daemon) if r.get("session") == "tests/tester/held"]
-        assert_ran_once(agent_dir, "held")
+        events = session_events(agent_dir, "held")
+        stops = [e["payload"].get("stop_reason") for e in events if e["kind"] == "checkpoint"]
+        turns = [e["payload"]["turn"] for e in events if e["kind"] == "user_message"]
+        assert (1, sorted(set(turns))) == (stops.count("completed"), turns), (stops, turns)
 
     def test_once_resumes_what_is_due_and_exits(self, agent_dir: Path) -> None:
         """--once resumes every due session, waits for them, and exits 0."""
