@@ -70,7 +70,7 @@ class TestRemoteControl:
         assert turns == run.count(r"^turn \d+ \|"), "a paused run went on with turns"
         assert None is run.proc.poll()
         listed = json.loads(cli(agent_dir, "ls", "--json").stdout)
-        assert "running" == listed[0]["status"]
+        assert "paused" == listed[0]["status"]  # a paused run says so in the log
         assert 0 == cli(agent_dir, "unpause", "r3").returncode
         run.wait_for(r"^resumed before turn", timeout=OBEY)
         run.wait_for(rf"^turn {turns + 1} \|", timeout=OBEY)
