@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,15 +31,31 @@ KEY = SessionKey("crash", "test", "s")
 KILLS = 50
 
 
+_children: list[subprocess.Popen[str]] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_child_outlives_its_test() -> Iterator[None]:
+    """Kill what a failed test left running: a child resuming forever would eat a core."""
+    yield
+    while _children:
+        child = _children.pop()
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
 def start(db: Path, *extra: str) -> subprocess.Popen[str]:
     """A child process running (or resuming) the session."""
-    return subprocess.Popen(
+    child = subprocess.Popen(
         [sys.executable, str(CHILD), str(db), KEY.session_id, *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
+    _children.append(child)
+    return child
 
 
 async def observe(db: Path) -> tuple[list[Checkpoint], list[str], int]:
