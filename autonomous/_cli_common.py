@@ -18,7 +18,7 @@ import anyio
 import attrs
 
 from eventlog import Event as LogEvent
-from eventlog import EventKind, EventLog, Note, SessionKey, SqliteEventLog
+from eventlog import EventKind, EventLog, Note, SessionKey, SqliteEventLog, process_alive
 
 from ._errors import ConfigurationError
 from ._spec import AgentSpec, load_spec
@@ -171,13 +171,7 @@ def holder_gone(holder: str) -> bool:
     pid_text = rest.partition(":")[0]
     if host != socket.gethostname() or not pid_text.isdigit() or int(pid_text) <= 0:
         return False
-    try:
-        os.kill(int(pid_text), 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # it exists, it is not ours
-        return False
-    return False
+    return not process_alive(int(pid_text))  # a zombie counts as gone, as for the store
 
 
 def emit_json(value: Any) -> None:

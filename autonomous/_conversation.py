@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from eventlog import (
@@ -153,7 +154,10 @@ class Conversation:
 
     def add_answer(self, response: ModelResponse, turn: int, cost_usd: float) -> None:
         """Add the model's answer (and buffer its event with the call's usage)."""
-        message: dict[str, Any] = {"role": "assistant", "content": response.text or None}
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": answer_content(response.text, response.tool_calls),
+        }
         if response.tool_calls:
             message["tool_calls"] = [
                 {
@@ -188,6 +192,12 @@ class Conversation:
         self.record(
             ToolResult(call_id=call_id, name=name, content=content, turn=turn, outcome=outcome)
         )
+
+
+def answer_content(text: str, tool_calls: Sequence[object]) -> str | None:
+    """An answer's content as providers take it: null only beside tool calls (an empty answer
+    with neither would be refused as null content)."""
+    return text or (None if tool_calls else "")
 
 
 #: The event kinds that make up the conversation (and checkpoints, which close turns).

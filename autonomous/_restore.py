@@ -28,7 +28,7 @@ from eventlog import (
     UserMessage,
 )
 
-from ._conversation import HISTORY_KINDS
+from ._conversation import HISTORY_KINDS, answer_content
 from ._decide import Totals
 from ._inbox import InboxMessage
 from ._model import Message, ToolCall
@@ -293,7 +293,7 @@ def _first_of_each(results: list[Message]) -> list[Message]:
 
 
 def _assistant(p: AssistantMessage) -> Message:
-    message: dict[str, Any] = {"role": "assistant", "content": p.text or None}
+    message: dict[str, Any] = {"role": "assistant", "content": answer_content(p.text, p.tool_calls)}
     if p.tool_calls:
         message["tool_calls"] = [
             {

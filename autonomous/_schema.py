@@ -372,7 +372,8 @@ def _generic_schema(origin: Any, args: tuple[Any, ...], seen: frozenset[type]) -
         size = len(items)
         return {"type": "array", "prefixItems": items, "minItems": size, "maxItems": size}
     if origin in _ARRAYS:
-        schema: dict[str, Any] = {"type": "array"}
+        # OpenAI refuses an array schema without "items": a bare list takes any item.
+        schema: dict[str, Any] = {"type": "array", "items": {}}
         if args:
             schema["items"] = type_schema(args[0], seen)
         if origin in _SETS:
@@ -399,7 +400,8 @@ def _class_schema(cls: type, seen: frozenset[type]) -> dict[str, Any]:
             raise _Unsupported(f"{cls.__qualname__} contains itself")
         return _record_schema(cls, seen | {cls})
     if cls in _ARRAYS:
-        return {"type": "array", "uniqueItems": True} if cls in _SETS else {"type": "array"}
+        bare: dict[str, Any] = {"type": "array", "items": {}}  # OpenAI needs "items"
+        return {**bare, "uniqueItems": True} if cls in _SETS else bare
     if cls in _OBJECTS:
         return {"type": "object"}
     raise _Unsupported(cls.__qualname__)

@@ -45,6 +45,7 @@ from ._events import (
     utcnow,
 )
 from ._memory import MemoryEventLog
+from ._rules import process_alive
 from ._sqlite import SqliteEventLog
 from ._store import Clock, EventLog, Lease, LeaseHolder, SessionRef, SessionSummary
 
@@ -86,5 +87,6 @@ __all__ = [
     "event_from_dict",
     "event_to_dict",
     "new_event_id",
+    "process_alive",
     "utcnow",
 ]

@@ -487,3 +487,23 @@ class TestBadRowsInALiveLog:
             with anyio.fail_after(10):
                 result = await h.wait()
         assert StopReason.CONTEXT_CANCELLED == result.reason
+
+
+class TestRequestsAProviderAccepts:
+    async def test_an_empty_answer_does_not_make_the_next_request_invalid(self) -> None:
+        """An answer with no text and no tool calls is sent back as empty text, not null
+        content, which OpenAI refuses (the scripted model checks every request)."""
+        model = ScriptedModel([reply(""), done(), reply("bye")])
+        result = await run_autonomous(lambda extra: Agent(model, tools=extra), "go", max_turns=3)
+        assert (StopReason.COMPLETED, []) == (result.reason, model.rejections)
+
+    def test_a_bare_list_parameter_has_an_items_schema(self) -> None:
+        """OpenAI refuses an array schema without items."""
+
+        def tag(names: list, seen: set) -> str:  # type: ignore[type-arg]
+            """Tag the names."""
+            return ""
+
+        props = function_tool(tag).spec()["function"]["parameters"]["properties"]
+        assert {"items": {}} == {"items": props["names"]["items"]}
+        assert {} == props["seen"]["items"]

@@ -26,3 +26,21 @@ class TestStatusOf:
         """A stopped checkpoint is 'stopped' even when it had deferred itself."""
         stopped = attrs.evolve(BASE, stop_reason="context_cancelled", stopped=True)
         assert "stopped" == status_of(stopped, NOW)
+
+
+class TestHolderGone:
+    def test_a_zombie_holder_is_gone(self) -> None:
+        """A holder whose process exited but was not reaped yet counts as gone."""
+        import subprocess
+        import sys
+
+        from autonomous._cli_common import holder_gone
+
+        child = subprocess.Popen([sys.executable, "-c", "pass"])
+        try:
+            # Wait for it to exit without reaping it: it stays a zombie.
+            os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)
+            assert holder_gone(f"{socket.gethostname()}:{child.pid}:token")
+        finally:
+            child.wait()
+        assert not holder_gone(LIVE)
