@@ -49,7 +49,10 @@ class FakeClock:
 
     Sleepers wake when ``advance`` moves time past their deadline. With ``autojump`` every
     sleep jumps time forward to its deadline at once, so a test of a one-hour sleep takes no
-    real time.
+    real time. Every sleep means every one: a durable run's lease renewal and log watch sleep
+    on the run's clock too, so with autojump they push time ahead while the run waits for
+    anything else (a model call, a tool), and a wall-clock budget runs out early. Drive such
+    runs with :meth:`advance`.
     """
 
     def __init__(self, start: datetime | None = None, *, autojump: bool = False) -> None:
