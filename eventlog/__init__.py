@@ -6,6 +6,7 @@ Map:
     _store.py    the EventLog protocol, SessionRef, leases, session summaries
     _memory.py   MemoryEventLog: in-process, not durable
     _sqlite.py   SqliteEventLog: aiosqlite, WAL, one transaction per write, lease rows
+    _sqlite_tx.py  what runs inside those transactions: inserts, the lease fence, migration
     _schema.py   SqliteEventLog's tables, statements and row conversions
     _worker.py   aiosqlite's thread: one trip per operation, a daemon closed at exit
     _rules.py    pure rules both stores share: lease takeover, summaries, due sessions
