@@ -8,7 +8,8 @@ Map:
     _handle.py        AutonomousHandle
     _agent.py         Agent
     _model.py         the Model protocol; _litellm.py the litellm implementation
-    _tools.py         Tool, function_tool, argument parsing, result formatting, call contexts
+    _tools.py         Tool, function_tool, argument parsing, call contexts (idempotency keys)
+    _results.py       a tool call's value or error as the text the model reads
     _text.py          cleaning model and tool text at the edges (lone surrogates)
     _control.py       the done tool and the schedule tool
     _conversation.py  the messages the model sees and the events that record them
@@ -19,7 +20,9 @@ Map:
     _remote.py        send_inject / send_control: control a session through its event log
     _controls.py      pause / resume / stop / inject / wake, from the handle or the log
     _durable.py       the session lease, the log watcher, the resume wait
-    _restore.py       rebuilding a run from its session's log
+    _restore.py       rebuilding a run from its session's log (unfinished turns included)
+    _session_state.py a session's state from outside a run: completed, stopped, the horizon
+    _conversation_rules.py  what OpenAI refuses in a request (the scripted model and server)
     _loop.py          the turn loop (functions over a Run)
     _supervisor.py    supervisors: decisions, rules, the snapshot they see; _judge.py the LLM judge
     _telemetry.py     OpenTelemetry spans and counters (optional)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import enum
 import functools
 import inspect
 import json
@@ -343,89 +342,11 @@ def parse_arguments(tool: Tool, raw: str) -> dict[str, Any]:
     return args
 
 
-def format_result(value: Any, max_chars: int) -> str:
-    """Render a tool's return value as the text the model reads; never raises.
-
-    A str is kept as is; None or an empty result gives ``"(no output)"``; bytes are decoded as
-    UTF-8; dicts, lists, tuples, numbers, booleans and attrs instances become compact JSON
-    (other objects inside by ``str``); anything else is ``str(value)``. A value whose rendering
-    raises (``__str__`` raising, an int too long to print) gives ``"error: the tool's result
-    could not be rendered: <Type>: <message>"`` (see :func:`render_result`). Lone surrogates
-    are replaced by U+FFFD. Text longer than ``max_chars`` (when positive) is cut to
-    ``max_chars`` characters and then gets the marker ``"\\n…[truncated: N more characters]"``,
-    so the result is longer than ``max_chars`` by the marker's length.
-    """
-    return render_result(value, max_chars)[0]
-
-
-def render_result(value: Any, max_chars: int) -> tuple[str, bool]:
-    """The text of :func:`format_result`, and False when it is the could-not-render error
-    (the call's outcome is then an error, not ok)."""
-    try:
-        text, rendered = _render(value), True
-    except Exception as exc:  # a broken __str__ must not end the run: the model is told
-        text, rendered = f"{_UNRENDERABLE}: {_exception_text(exc)}", False
-    return _finish(text, max_chars), rendered
-
-
-def format_error(exc: BaseException, max_chars: int = 2000) -> str:
-    """Render a tool's exception for the model: ``"error: <Type>: <message>"``, no traceback.
-
-    An empty message gives ``"error: <Type>"``; a message that cannot be rendered (its
-    ``__str__`` raises) gives ``"error: <Type> (its message could not be rendered)"``; a
-    message past ``max_chars`` is truncated as in :func:`format_result`. Never raises.
-    """
-    return _finish(f"error: {_exception_text(exc)}", max_chars)
-
-
-#: The start of the answer for a result whose rendering raised.
-_UNRENDERABLE = "error: the tool's result could not be rendered"
 #: The argument error for JSON nested past the parser's recursion limit.
 _TOO_DEEP = (
     "arguments are nested too deeply (past the JSON parser's nesting limit); send one JSON "
     "object with less nesting"
 )
-
-
-def _render(value: Any) -> str:
-    """The text of a tool's value, before cleaning and truncation; may raise."""
-    kind = type(value)
-    if kind is str:
-        return value  # type: ignore[no-any-return]
-    if kind is int or kind is float:  # the common cheap case, same text as JSON
-        return repr(value)
-    if isinstance(value, str):
-        return value
-    if value is None:
-        return ""
-    if isinstance(value, bytes | bytearray):
-        return value.decode("utf-8", errors="replace")
-    if isinstance(value, dict | list | tuple | int | float | enum.Enum) or attrs.has(type(value)):
-        try:
-            return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_to_json)
-        except (TypeError, ValueError, RecursionError):
-            return str(value)
-    return str(value)
-
-
-def _finish(text: str, max_chars: int) -> str:
-    """Clean ``text`` of what UTF-8 cannot encode, name an empty one, and truncate it."""
-    text = cleaned(text, "tool_result", "content")
-    if not text:
-        return "(no output)"
-    if 0 < max_chars < len(text):
-        return f"{text[:max_chars]}\n…[truncated: {len(text) - max_chars} more characters]"
-    return text
-
-
-def _exception_text(exc: BaseException) -> str:
-    """``"<Type>: <message>"`` (or ``"<Type>"``) for an exception, even one whose str() raises."""
-    name = type(exc).__name__
-    try:
-        message = str(exc)
-    except Exception:
-        return f"{name} (its message could not be rendered)"
-    return f"{name}: {message}" if message else name
 
 
 def _arguments_of(parameters: dict[str, Any]) -> _Arguments:
@@ -501,17 +422,6 @@ def _show(value: Any) -> str:
     """A value as the model wrote it (JSON), cut short, without lone surrogates."""
     text = cleaned(json.dumps(value, ensure_ascii=False), "tool_result", "argument_error")
     return text if len(text) <= 60 else f"{text[:57]}..."
-
-
-def _to_json(value: Any) -> Any:
-    """``json.dumps`` fallback: attrs instances as dicts, Enums by value, sets as lists, or str."""
-    if attrs.has(type(value)):
-        return attrs.asdict(value)
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, set | frozenset):
-        return list(value)
-    return str(value)
 
 
 def _default_name(fn: Any) -> str:

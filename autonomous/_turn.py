@@ -24,14 +24,13 @@ from ._options import RunOptions
 from ._progress import ModelCalled, ProgressHub, ToolCalled
 from ._restore import INTERRUPTED
 from ._result import StopReason
+from ._results import format_error, render_result
 from ._telemetry import Telemetry
 from ._tools import (
     Tool,
     ToolArgumentError,
     ToolCallContext,
-    format_error,
     parse_arguments,
-    render_result,
     tool_call_context,
 )
 
