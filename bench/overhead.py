@@ -69,7 +69,7 @@ def _wchar() -> int:
 
 async def bare_loop(steps: list[Any], db: aiosqlite.Connection | None = None) -> None:
     """The floor: the same scripted calls and tool calls, no runtime around them."""
-    model = ScriptedModel(steps, record=False)
+    model = ScriptedModel(steps, record=False, check=False)
     messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
     specs = [TICK.spec()]
     while True:
@@ -100,7 +100,7 @@ async def open_floor_db(path: Path, synchronous: str) -> aiosqlite.Connection:
 
 async def library_run(steps: list[Any], log: EventLog | None, session_id: str) -> None:
     """One run_autonomous of the scripted loop (one turn of len(steps) model calls)."""
-    model = ScriptedModel(steps, record=False)
+    model = ScriptedModel(steps, record=False, check=False)
     session = SessionRef(log, "bench", "bench", session_id) if log is not None else None
 
     def build(extra: list[Any]) -> Agent:
@@ -245,7 +245,7 @@ async def bench_memory(runs: int, with_handle: bool) -> float:
         return lambda extra: Agent(model, tools=[TICK, *extra])
 
     async def one() -> None:
-        build = build_for(ScriptedModel(steps, record=False))
+        build = build_for(ScriptedModel(steps, record=False, check=False))
         if with_handle:
             async with start_autonomous(build, "go", max_turns=1) as h:
                 await h.wait()

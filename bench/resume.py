@@ -84,7 +84,7 @@ async def resume_once(path: Path, built: Built, history_turns: int) -> tuple[flo
     """Seconds from calling resume_autonomous on a not yet opened log to the first model call."""
     box: dict[str, Any] = {}
     log = SqliteEventLog(path)
-    model = ScriptedModel([_first_call_step(box)], record=False)
+    model = ScriptedModel([_first_call_step(box)], record=False, check=False)
 
     def build(extra: list[Any], session_id: str) -> Agent:
         return Agent(
@@ -238,7 +238,7 @@ async def bench_wake(
             return call("schedule_next_turn", {"wake_in_sec": 3600})
         return reply("Scheduled the next check in an hour.")
 
-    model = ScriptedModel(default=model_step, record=False)
+    model = ScriptedModel(default=model_step, record=False, check=False)
     session_id = f"wake-{time.perf_counter_ns()}"
 
     def build(extra: list[Any]) -> Agent:
