@@ -1,43 +1,43 @@
 """The driver of a bounded autonomous agent: start/run/resume, the handle, Agent, tools, CLI.
 
-Map:
+Map (the core is flat here; its edges are the sub-packages at the end):
     _driver.py        run_autonomous, start_autonomous, resume_autonomous (the entry points)
-    _run.py           the loop of one run: budgets, hooks, pause, inbox, checkpoints, exits
+    _run.py           one run's lifecycle: build, session, lease, resume, exits, checkpoints
+    _loop.py          the turn loop: budgets, hooks, pause, inbox, one turn, what follows, the wait
     _turn.py          one turn: model calls and tool calls, budgets between model calls
     _decide.py        the loop's decisions as pure functions (budgets, next step, wake clamp)
     _handle.py        AutonomousHandle
     _agent.py         Agent
-    _model.py         the Model protocol; _litellm.py the litellm implementation
+    _model.py         the Model protocol and the message types
     _tools.py         Tool, function_tool, argument parsing, call contexts (idempotency keys)
+    _schema.py        JSON schemas from type hints
     _results.py       a tool call's value or error as the text the model reads
     _text.py          cleaning model and tool text at the edges (lone surrogates)
-    _control.py       the done tool and the schedule tool
+    _exit_tools.py    the exit tools: the done tool and the schedule tool
+    _control_requests.py  the run's control requests: pause, resume, stop, inject, wake
     _conversation.py  the messages the model sees and the events that record them
     _inbox.py         the inbox and the wake signal
     _progress.py      typed progress events and their fan-out
     _options.py       RunOptions (every keyword option, validated)
     _result.py        StopReason, AutonomousStatus, RetryDecision, RunResult
     _remote.py        send_inject / send_control: control a session through its event log
-    _controls.py      pause / resume / stop / inject / wake, from the handle or the log
     _durable.py       the session lease, the log watcher, the resume wait
     _restore.py       rebuilding a run from its session's log (unfinished turns included)
     _session_state.py a session's state from outside a run: completed, stopped, the horizon
-    _conversation_rules.py  what OpenAI refuses in a request (the scripted model and server)
-    _loop.py          the turn loop (functions over a Run)
     _supervisor.py    supervisors: decisions, rules, the snapshot they see; _judge.py the LLM judge
     _telemetry.py     OpenTelemetry spans and counters (optional)
     _steering.py      steering and skill files, scoped to the agent's directory
-    _spec.py, _cli*.py  agent spec files and the `autonomous` command
-    _local.py         local/<name> models: litellm provider registration, LocalModel
-    _local_engine.py  the llama.cpp engine behind them: weights, tool prompts, tool-call parsing
+    _callers.py       permissions.Caller from the originator recorded with an inbox message
     _errors.py        the error tree (AutonomousError at the root)
-    testing.py        ScriptedModel and helpers for users' own tests
-    _scripted_server.py  the scripted OpenAI-compatible HTTP server (testing.ScriptedServer)
-    _scripted_steps.py   the steps it plays (reply, call, error, hang ...) and their JSON/SSE bodies
+    _models/          the model edge: litellm, local llama.cpp models
+    _cli/             the `autonomous` command, agent spec files, validation
+    testing/          public: ScriptedModel, ScriptedServer and their steps, FakeClock
 """
 
 from ._agent import Agent
-from ._cli_validate import validate as validate_spec
+from ._cli._spec import AgentSpec, load_spec
+from ._cli._spec import Problem as SpecProblem
+from ._cli._validate import validate as validate_spec
 from ._driver import resume_autonomous, run_autonomous, start_autonomous
 from ._errors import (
     AutonomousError,
@@ -52,8 +52,8 @@ from ._errors import (
     TurnTimeout,
 )
 from ._handle import AutonomousHandle
-from ._local import LocalModelUnavailable, register_local_models
 from ._model import Message, Model, ModelResponse, ToolCall
+from ._models._local import LocalModelUnavailable, register_local_models
 from ._options import RunOptions
 from ._progress import (
     CheckpointWritten,
@@ -69,8 +69,6 @@ from ._progress import (
 )
 from ._remote import send_control, send_inject
 from ._result import AutonomousStatus, RetryDecision, RunResult, StopReason
-from ._spec import AgentSpec, load_spec
-from ._spec import Problem as SpecProblem
 from ._supervisor import (
     AbortRun,
     LLMJudge,

@@ -1,6 +1,8 @@
 """``python -m autonomous``: the same as the ``autonomous`` command."""
 
+import sys
+
 from ._cli import main
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -115,7 +115,7 @@ def _model_of(model: object, kwargs: dict[str, Any]) -> Model:
     if isinstance(model, str):
         if not model.strip():
             raise ConfigurationError("Agent model must be a non-blank litellm model string")
-        from ._litellm import LiteLLMModel
+        from ._models._litellm import LiteLLMModel
 
         return LiteLLMModel(model, **kwargs)
     if _is_model(model):

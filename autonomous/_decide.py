@@ -9,7 +9,7 @@ import attrs
 
 from scheduler import ScheduleEvent
 
-from ._control import DoneSignal
+from ._exit_tools import DoneSignal
 from ._options import RunOptions
 from ._result import RetryDecision, StopReason
 

@@ -23,7 +23,7 @@ from eventlog import (
 )
 from scheduler import Clock, ScheduleEvent, SleepScheduler
 
-from ._controls import latest_control_seq
+from ._control_requests import latest_control_seq
 from ._options import RunOptions
 from ._restore import Restored
 

@@ -12,8 +12,8 @@ import structlog
 from usage import Usage
 
 from ._errors import ConfigurationError
-from ._litellm import LiteLLMModel
 from ._model import Message, Model
+from ._models._litellm import LiteLLMModel
 from ._progress import ProgressEvent
 from ._supervisor import (
     AbortRun,

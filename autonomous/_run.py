@@ -27,15 +27,15 @@ from eventlog import (
 from usage import Pricing
 
 from ._agent import Agent
-from ._control import ControlTools
-from ._controls import Latch, RunControls
+from ._control_requests import Latch, RunControls
 from ._conversation import Conversation
 from ._decide import Totals, status_for
 from ._durable import SessionKeeper, apply_restored, describe, wait_for_wake
 from ._errors import BuildError, ConfigurationError
+from ._exit_tools import ControlTools
 from ._inbox import Inbox, Wake
-from ._litellm import LiteLLMModel
 from ._loop import run_loop
+from ._models._litellm import LiteLLMModel
 from ._options import RunOptions
 from ._progress import CheckpointWritten, ProgressHub, RunExited, Woke
 from ._restore import INTERRUPTED, Unfinished, restore, undelivered

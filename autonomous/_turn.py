@@ -15,10 +15,10 @@ from permissions import Caller, Gate
 from usage import Pricing, Tracker
 
 from ._callers import to_originator
-from ._control import ControlTools
 from ._conversation import Conversation
 from ._decide import Totals, call_budget
 from ._errors import ModelCallLimit, ModelError, ToolTimeoutError, TurnError
+from ._exit_tools import ControlTools
 from ._model import Model, ModelResponse, ToolCall
 from ._options import RunOptions
 from ._progress import ModelCalled, ProgressHub, ToolCalled

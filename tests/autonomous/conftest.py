@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from autonomous._scripted_server import ScriptedServer
+from autonomous.testing._server import ScriptedServer
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from autonomous import Agent, ConfigurationError, run_autonomous
-from autonomous._litellm import LiteLLMModel
+from autonomous._models._litellm import LiteLLMModel
 from autonomous._steering import LoadedFiles, Problem, check_scoped, load_scoped
 from autonomous.testing import ScriptedModel, done, reply
 

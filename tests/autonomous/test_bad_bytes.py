@@ -11,10 +11,10 @@ import pytest
 import structlog
 
 from autonomous import Agent, StopReason, Tool, function_tool, run_autonomous
-from autonomous._scripted_server import ScriptedServer
-from autonomous._scripted_server import call as http_call
-from autonomous._scripted_server import reply as http_reply
 from autonomous.testing import ScriptedModel, call, done, reply
+from autonomous.testing._server import ScriptedServer
+from autonomous.testing._server import call as http_call
+from autonomous.testing._server import reply as http_reply
 from eventlog import SessionRef, SqliteEventLog
 
 from ..support.litellm_http import API_KEY, MODEL

@@ -24,7 +24,6 @@ from autonomous import (
     run_autonomous,
     start_autonomous,
 )
-from autonomous._scripted_server import ScriptedServer
 from autonomous._supervisor import (
     AbortRun,
     LLMJudge,
@@ -35,6 +34,7 @@ from autonomous._supervisor import (
     steer_message,
 )
 from autonomous.testing import ScriptedModel, call, calls, done, reply, server
+from autonomous.testing._server import ScriptedServer
 from eventlog import Checkpoint, Control, EventKind, SessionRef, SqliteEventLog
 
 from ..support.litellm_http import API_KEY, MODEL

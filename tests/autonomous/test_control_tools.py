@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from autonomous import Agent, StopReason, Tool, run_autonomous
-from autonomous._control import ControlTools
+from autonomous._exit_tools import ControlTools
 from autonomous.testing import FakeClock, ScriptedModel, call, done, reply
 from scheduler import ExitOnDeferScheduler, SleepScheduler
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from autonomous._conversation_rules import INVALID_JSON, Rejection, check_chat_request
+from autonomous.testing._rules import INVALID_JSON, Rejection, check_chat_request
 
 SYSTEM = {"role": "system", "content": "Watch the disk."}
 USER = {"role": "user", "content": "How full is the disk?"}

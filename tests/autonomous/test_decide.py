@@ -8,7 +8,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from autonomous import RetryDecision, StopReason
-from autonomous._control import DoneSignal
 from autonomous._decide import (
     Continue,
     Finish,
@@ -20,6 +19,7 @@ from autonomous._decide import (
     clamp_wake,
     turn_budget,
 )
+from autonomous._exit_tools import DoneSignal
 from autonomous._options import RunOptions
 from scheduler import ScheduleEvent
 

@@ -19,8 +19,8 @@ from autonomous import (
     run_autonomous,
     start_autonomous,
 )
-from autonomous._scripted_server import ScriptedServer
 from autonomous.testing import ScriptedModel, call, calls, done, reply, server
+from autonomous.testing._server import ScriptedServer
 from eventlog import EventKind, PermissionDecision, SessionRef
 from permissions import Caller, Gate, Mode, PermissionRequest, Rule
 from permissions import GateWouldDeadlock as PermissionsGateWouldDeadlock

@@ -14,7 +14,7 @@ from autonomous import (
     run_autonomous,
     start_autonomous,
 )
-from autonomous._scripted_server import ScriptedServer, call, error, hang, reply
+from autonomous.testing._server import ScriptedServer, call, error, hang, reply
 from usage import Pricing, Tracker
 
 from ..support.litellm_http import API_KEY, MODEL, wait_until

@@ -16,9 +16,9 @@ import httpx
 import pytest
 
 from autonomous._errors import ModelError
-from autonomous._litellm import LiteLLMModel, _StreamAccumulator, _to_response
 from autonomous._model import ModelResponse, ToolCall
-from autonomous._scripted_server import (
+from autonomous._models._litellm import LiteLLMModel, _StreamAccumulator, _to_response
+from autonomous.testing._server import (
     ScriptedServer,
     call,
     calls,
@@ -51,7 +51,7 @@ CHECK_DISK: dict[str, Any] = {
 class TestImport:
     def test_importing_the_module_does_not_import_litellm(self) -> None:
         """litellm takes seconds to import, so it waits for the first model call."""
-        code = "import sys, autonomous._litellm; print('litellm' in sys.modules)"
+        code = "import sys, autonomous._models._litellm; print('litellm' in sys.modules)"
         out = subprocess.run(
             [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
         )

@@ -18,8 +18,8 @@ import anyio
 import pytest
 
 from autonomous import Agent, RunResult, StopReason, run_autonomous
-from autonomous._litellm import LiteLLMModel
-from autonomous._local import (
+from autonomous._models._litellm import LiteLLMModel
+from autonomous._models._local import (
     EXTRA_INSTALL,
     LocalEngine,
     LocalModel,
@@ -80,7 +80,7 @@ class TestWithoutTheExtra:
         """Without llama-cpp-python, registering fails with the command that installs it."""
         code = (
             "import sys; sys.modules['llama_cpp'] = None\n"
-            "from autonomous._local import register_local_models, LocalModelUnavailable\n"
+            "from autonomous._models._local import register_local_models, LocalModelUnavailable\n"
             "try:\n    register_local_models()\n"
             "except LocalModelUnavailable as exc:\n    print('ERROR', exc)\n"
             "print('litellm' in sys.modules)\n"
@@ -97,7 +97,7 @@ class TestWithoutTheExtra:
         """LocalModel checks the extra when it is made, not at the first call."""
         code = (
             "import sys; sys.modules['llama_cpp'] = None\n"
-            "from autonomous._local import LocalModel, LocalModelUnavailable\n"
+            "from autonomous._models._local import LocalModel, LocalModelUnavailable\n"
             "try:\n    LocalModel('smollm2')\n"
             "except LocalModelUnavailable as exc:\n    print(exc)\n"
         )
@@ -107,7 +107,7 @@ class TestWithoutTheExtra:
     def test_importing_the_module_imports_neither_litellm_nor_llama_cpp(self) -> None:
         """Both imports are slow; they wait until a local model is registered or loaded."""
         code = (
-            "import sys, autonomous._local\n"
+            "import sys, autonomous._models._local\n"
             "print('litellm' in sys.modules, 'llama_cpp' in sys.modules)"
         )
         out = run_python(code)

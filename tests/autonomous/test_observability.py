@@ -37,10 +37,10 @@ from autonomous import (
     run_autonomous,
     start_autonomous,
 )
-from autonomous._scripted_server import ScriptedServer
 from autonomous._supervisor import Steer
 from autonomous._telemetry import Telemetry
 from autonomous.testing import FakeClock, ScriptedModel, call, calls, done, reply, server
+from autonomous.testing._server import ScriptedServer
 from scheduler import SleepScheduler
 from usage import Pricing
 

@@ -24,7 +24,7 @@ from autonomous import (
     start_autonomous,
 )
 from autonomous._agent import _is_model
-from autonomous._controls import Latch
+from autonomous._control_requests import Latch
 from autonomous._model import Model
 from autonomous._options import make_options
 from autonomous.testing import ScriptedModel, done, reply

@@ -13,8 +13,6 @@ import httpx
 import pytest
 
 from autonomous import Agent, ModelError, RetryDecision, StopReason, Tool, run_autonomous
-from autonomous._conversation_rules import INVALID_JSON
-from autonomous._scripted_server import ScriptedServer, reply
 from autonomous.testing import (
     ConversationRejected,
     ScriptedModel,
@@ -22,6 +20,8 @@ from autonomous.testing import (
     watch_rejections,
 )
 from autonomous.testing import reply as model_reply
+from autonomous.testing._rules import INVALID_JSON
+from autonomous.testing._server import ScriptedServer, reply
 from tests.support import MODEL, litellm_model
 
 pytestmark = pytest.mark.anyio

@@ -12,7 +12,7 @@ import structlog
 
 from autonomous._decide import Totals
 from autonomous._errors import ConfigurationError
-from autonomous._litellm import LiteLLMModel
+from autonomous._models._litellm import LiteLLMModel
 from autonomous._options import RunOptions
 from autonomous._progress import ModelCalled, ToolCalled, TurnFinished, TurnStarted
 from autonomous._supervisor import (

@@ -97,9 +97,9 @@ def holder_of(cwd: Path, session: str) -> str | None:
 def cli(
     cwd: Path, *args: str, timeout: float = 30, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m autonomous._cli ARGS`` in ``cwd`` (so ./autonomous.db is the log)."""
+    """Run ``python -m autonomous ARGS`` in ``cwd`` (so ./autonomous.db is the log)."""
     return subprocess.run(
-        [sys.executable, "-m", "autonomous._cli", *args],
+        [sys.executable, "-m", "autonomous", *args],
         cwd=cwd,
         env={**ENV, **(env or {})},
         capture_output=True,
@@ -114,7 +114,7 @@ class Background:
 
     def __init__(self, cwd: Path, *args: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "autonomous._cli", *args],
+            [sys.executable, "-m", "autonomous", *args],
             cwd=cwd,
             env=ENV,
             stdout=subprocess.PIPE,

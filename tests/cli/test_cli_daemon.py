@@ -22,7 +22,7 @@ DEFERRING = '[scheduler]\nkind = "exit"\n'
 def deferred_sessions(agent_dir: Path, *ids: str, brain: str = "deferring") -> None:
     """Run the deferring agent once per id, at once: each session exits deferred, due in 1 s."""
     write_spec(agent_dir, "later", brain, extra=DEFERRING)
-    command = [sys.executable, "-m", "autonomous._cli", "run", "later.toml", "--json", "-q"]
+    command = [sys.executable, "-m", "autonomous", "run", "later.toml", "--json", "-q"]
     runs = [
         subprocess.Popen(
             [*command, "--session", session],

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import attrs
 
-from autonomous._cli_inspect import status_of
+from autonomous._cli._inspect import status_of
 from eventlog import SessionKey, SessionSummary
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
@@ -34,7 +34,7 @@ class TestHolderGone:
         import subprocess
         import sys
 
-        from autonomous._cli_common import holder_gone
+        from autonomous._cli._common import holder_gone
 
         child = subprocess.Popen([sys.executable, "-c", "pass"])
         try:

@@ -7,8 +7,8 @@ from typing import Any
 
 import anyio
 
-from autonomous._litellm import LiteLLMModel
-from autonomous._scripted_server import ScriptedServer
+from autonomous._models._litellm import LiteLLMModel
+from autonomous.testing._server import ScriptedServer
 
 #: A litellm model string routed to the OpenAI-compatible scripted server.
 MODEL = "openai/scripted-model"

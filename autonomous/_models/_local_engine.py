@@ -16,7 +16,7 @@ import anyio
 import anyio.to_thread
 import attrs
 
-from ._errors import ConfigurationError
+from .._errors import ConfigurationError
 
 __all__ = [
     "EXTRA_INSTALL",
@@ -352,8 +352,9 @@ class LocalEngine:
     """Runs local GGUF models with llama-cpp-python; the provider's model cache.
 
     Each model is loaded on its first call and kept for the engine's life (see
-    :mod:`autonomous._local`); ``n_ctx`` and ``n_threads`` (``None``: llama.cpp's choice, half
-    the CPUs) apply to every model. Thread-safe: one lock per model serialises its generations.
+    :mod:`autonomous._models._local`); ``n_ctx`` and ``n_threads`` (``None``: llama.cpp's
+    choice, half the CPUs) apply to every model. Thread-safe: one lock per model serialises
+    its generations.
     """
 
     def __init__(

@@ -39,8 +39,8 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from ._conversation_rules import INVALID_JSON, Rejection, check_chat_request
-from ._scripted_steps import (
+from ._rules import INVALID_JSON, Rejection, check_chat_request
+from ._steps import (
     AnswerStep,
     DelayStep,
     ErrorStep,

@@ -15,7 +15,11 @@ import attrs
 from eventlog import Checkpoint, EventLog, SessionKey, SessionLocked, SessionRef
 from permissions import Prompter, TerminalPrompter
 
-from ._cli_common import (
+from .._driver import resume_autonomous, run_autonomous
+from .._options import make_options
+from .._progress import ModelCalled, Paused, Resumed, TurnFinished, Woke
+from .._result import RunResult, StopReason
+from ._common import (
     EXIT_FAILED,
     EXIT_LOCKED,
     EXIT_OK,
@@ -31,10 +35,6 @@ from ._cli_common import (
     spec_of_session,
     until_signal,
 )
-from ._driver import resume_autonomous, run_autonomous
-from ._options import make_options
-from ._progress import ModelCalled, Paused, Resumed, TurnFinished, Woke
-from ._result import RunResult, StopReason
 from ._spec import AgentSpec
 
 #: Stop reasons after which the command exits with EXIT_FAILED.

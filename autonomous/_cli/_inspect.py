@@ -28,7 +28,8 @@ from eventlog import (
 )
 from permissions import Caller
 
-from ._cli_common import (
+from .._remote import send_control, send_inject
+from ._common import (
     EXIT_OK,
     CliError,
     cli_errors,
@@ -39,7 +40,6 @@ from ._cli_common import (
     require_session,
     resolve_session,
 )
-from ._remote import send_control, send_inject
 
 #: The control action each command sends.
 CONTROL_ACTIONS = {"pause": "pause", "unpause": "resume", "stop": "stop"}

@@ -1,20 +1,5 @@
-"""The ``autonomous`` command: validate, run and resume agent specs; list, show and control
-sessions in an event log; and ``daemon``, which resumes sessions when they are due.
-
-Map:
-    _cli.py            the parser, logging set-up and dispatch (this module)
-    _cli_common.py     exit codes, the log, session names, the spec note, signals
-    _cli_run.py        run and resume, with live progress
-    _cli_inspect.py    ls, show, inject, pause, unpause, stop
-    _cli_daemon.py     daemon
-    _cli_validate.py   validate (the static checks of a spec)
-    _cli_refs.py       module:function references in specs
-    _spec.py           the spec file format: AgentSpec, load_spec
-
-Exit status: 0 done; 1 a run that failed (retry_policy_aborted, lease_lost) or a spec with errors;
-2 a usage or configuration error; 3 a session another process holds; 130 after Ctrl-C (143 after
-SIGTERM), once the run has stopped cleanly and written its final checkpoint.
-"""
+"""The ``autonomous`` command's parser, logging set-up and dispatch (the exit codes are in
+:mod:`autonomous._cli`'s docstring)."""
 
 from __future__ import annotations
 
@@ -28,12 +13,12 @@ import structlog
 
 from eventlog import EventLogError
 
-from ._cli_common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, emit_json, single
-from ._cli_daemon import cmd_daemon
-from ._cli_inspect import cmd_control, cmd_inject, cmd_ls, cmd_show
-from ._cli_run import add_budget_overrides, cmd_resume, cmd_run
-from ._cli_validate import validate
-from ._errors import AutonomousError
+from .._errors import AutonomousError
+from ._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, emit_json, single
+from ._daemon import cmd_daemon
+from ._inspect import cmd_control, cmd_inject, cmd_ls, cmd_show
+from ._run import add_budget_overrides, cmd_resume, cmd_run
+from ._validate import validate
 
 Command = Callable[[argparse.Namespace], Awaitable[int]]
 
@@ -213,7 +198,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:  # a second Ctrl-C while a run was stopping
         return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -30,7 +30,9 @@ import structlog
 from eventlog import Checkpoint, Event, EventLog, SessionKey, SessionLocked, SessionRef, utcnow
 from eventlog import SessionSummary as Summary
 
-from ._cli_common import (
+from .._driver import resume_autonomous
+from .._result import RunResult
+from ._common import (
     emit_json,
     exit_code_for,
     holder_gone,
@@ -38,9 +40,7 @@ from ._cli_common import (
     prepare_litellm,
     spec_of_session,
 )
-from ._cli_common import until_signal as _until_signal
-from ._driver import resume_autonomous
-from ._result import RunResult
+from ._common import until_signal as _until_signal
 
 _log = structlog.get_logger("autonomous.daemon")
 _AUTHOR = "autonomous-daemon"

@@ -26,8 +26,8 @@ import anyio.to_thread
 
 from usage import Usage
 
-from ._errors import ModelError
-from ._model import Message, ModelResponse, ToolCall
+from .._errors import ModelError
+from .._model import Message, ModelResponse, ToolCall
 
 __all__ = ["LiteLLMModel"]
 

@@ -10,6 +10,12 @@ Both refuse what OpenAI refuses (an unanswered tool call, a tool message answeri
 bad role or content, a malformed tool, a lone surrogate): the server with an HTTP 400, the
 model by raising :class:`ConversationRejected`. Both record the refusal and hand it to the
 innermost :func:`watch_rejections` block, so a suite can fail every test that caused one.
+
+Map:
+    __init__.py   ScriptedModel and its steps (reply, call, fail ...), FakeClock
+    _server.py    ScriptedServer, the scripted OpenAI-compatible HTTP server
+    _steps.py     the steps the server plays (reply, call, error, hang ...) and their bodies
+    _rules.py     what OpenAI refuses in a request (both check it)
 """
 
 from __future__ import annotations
@@ -23,10 +29,10 @@ from typing import Any
 from scheduler import FakeClock
 from usage import Usage
 
-from . import _scripted_server as server
-from ._conversation_rules import ConversationRejected, Rejection, check_chat_request
-from ._model import Message, ModelResponse, ToolCall
-from ._scripted_server import ScriptedServer, report_rejection, watch_rejections
+from .._model import Message, ModelResponse, ToolCall
+from . import _server as server
+from ._rules import ConversationRejected, Rejection, check_chat_request
+from ._server import ScriptedServer, report_rejection, watch_rejections
 
 #: A script step: a response, an exception to raise, or a function of the request.
 Step = (

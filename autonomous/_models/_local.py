@@ -38,7 +38,8 @@ import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
-from ._errors import ConfigurationError
+from .._errors import ConfigurationError
+from .._model import Message, ModelResponse
 from ._litellm import _LOCAL_CATALOG_SWITCHES, LiteLLMModel, _import_litellm
 from ._local_engine import (
     EXTRA_INSTALL,
@@ -59,7 +60,6 @@ from ._local_engine import _call_params as _call_params  # noqa: PLC0414
 from ._local_engine import _forced_tools as _forced_tools  # noqa: PLC0414
 from ._local_engine import _parse_tool_calls as _parse_tool_calls  # noqa: PLC0414
 from ._local_engine import _plain_messages as _plain_messages  # noqa: PLC0414
-from ._model import Message, ModelResponse
 
 __all__ = [
     "EXTRA_INSTALL",
@@ -194,7 +194,7 @@ def register_local_models(engine: LocalEngine | None = None) -> LocalEngine:
 
 
 def _load_litellm() -> Any:
-    """litellm, imported with its bundled catalogs (as :mod:`autonomous._litellm` does)."""
+    """litellm, imported with its bundled catalogs (as :mod:`autonomous._models._litellm` does)."""
     for switch in _LOCAL_CATALOG_SWITCHES:
         os.environ.setdefault(switch, "True")
     import litellm

@@ -29,11 +29,11 @@ import os
 import sys
 from typing import Any
 
-from ._cli_refs import scripted_factory, tool_from_ref
-from ._errors import ConfigurationError
-from ._options import make_options
+from .._errors import ConfigurationError
+from .._options import make_options
+from .._steering import check_scoped
+from ._refs import scripted_factory, tool_from_ref
 from ._spec import AgentSpec, Problem, read_spec
-from ._steering import check_scoped
 
 __all__ = ["validate"]
 

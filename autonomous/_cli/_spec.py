@@ -55,12 +55,12 @@ from permissions import Gate, Mode, Prompter, Rule
 from scheduler import ExitOnDeferScheduler, Scheduler, SleepScheduler
 from usage import Pricing
 
-from ._agent import Agent
-from ._cli_refs import SCRIPTED, ToolRef, scripted_factory, tool_from_ref
-from ._errors import ConfigurationError
-from ._model import Model
-from ._result import StopReason
-from ._tools import Tool
+from .._agent import Agent
+from .._errors import ConfigurationError
+from .._model import Model
+from .._result import StopReason
+from .._tools import Tool
+from ._refs import SCRIPTED, ToolRef, scripted_factory, tool_from_ref
 
 #: Outcome names the runtime uses for its own exits; a declared outcome must not reuse them.
 RESERVED_OUTCOMES = frozenset(

@@ -20,7 +20,7 @@ import attrs
 from eventlog import Event as LogEvent
 from eventlog import EventKind, EventLog, Note, SessionKey, SqliteEventLog, process_alive
 
-from ._errors import ConfigurationError
+from .._errors import ConfigurationError
 from ._spec import AgentSpec, load_spec
 
 T = TypeVar("T")
