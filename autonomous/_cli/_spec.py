@@ -34,10 +34,9 @@ modules named by tool and model references) is taken relative to that directory:
     deny = ["rm_*", { tool = "deploy", admin_only = true }]
 
 :func:`load_spec` reads a file into an :class:`AgentSpec` (a :class:`ConfigurationError` names
-the file, the key and the problem); :func:`validate` checks it statically and returns every
-:class:`Problem` (the ``autonomous validate`` command). Reference modules are imported with the
-spec's directory put on ``sys.path``, so module names must be unique across the specs one process
-runs.
+the file, the key and the problem); ``autonomous validate`` lists every :class:`Problem`. Reference
+modules are imported with the spec's directory on ``sys.path``, so module names must be unique
+across the specs one process runs.
 """
 
 from __future__ import annotations
