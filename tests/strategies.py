@@ -81,7 +81,8 @@ def attrs_instances(cls: type[Any]) -> st.SearchStrategy[Any]:
 
 def payloads_of(kind: EventKind) -> st.SearchStrategy[Payload]:
     """Payloads of one event kind."""
-    return attrs_instances(PAYLOAD_TYPES[kind])
+    payload_type: type = PAYLOAD_TYPES[kind]  # mypy holds type[Any] not Hashable; a class is
+    return attrs_instances(payload_type)
 
 
 #: A payload of any kind.

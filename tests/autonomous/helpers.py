@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TypeVar
 
 from autonomous import Agent, Tool, function_tool
 from autonomous.testing import ScriptedModel
-from eventlog import EventKind, EventLog, MemoryEventLog, SessionRef
+from eventlog import Checkpoint, EventKind, EventLog, MemoryEventLog, SessionRef
+
+P = TypeVar("P")
 
 
 async def tick(n: int) -> int:
@@ -47,9 +49,18 @@ async def kinds(log: EventLog, ref: SessionRef) -> list[str]:
     return [str(e.kind) for e in await log.read(ref.key)]
 
 
-async def checkpoints(ref: SessionRef) -> list[Any]:
+async def payloads(ref: SessionRef, kind: EventKind, cls: type[P]) -> list[P]:
+    """The payloads of ``kind`` in ``ref``'s session, in order; each must be a ``cls``."""
+    found: list[P] = []
+    for event in await ref.log.read(ref.key, kinds=[kind]):
+        assert isinstance(event.payload, cls), event
+        found.append(event.payload)
+    return found
+
+
+async def checkpoints(ref: SessionRef) -> list[Checkpoint]:
     """The checkpoint payloads of ``ref``'s session, in order."""
-    return [e.payload for e in await ref.log.read(ref.key, kinds=[EventKind.CHECKPOINT])]
+    return await payloads(ref, EventKind.CHECKPOINT, Checkpoint)
 
 
 TICK = function_tool(tick)

@@ -103,8 +103,11 @@ class TestUnwritableStore:
             ref = SessionRef(log, "app", "user", "s1")
             kept = await log.read(ref.key)
             # Simulate a full disk: the file may not grow past the pages it has now.
-            db_conn = log._db  # type: ignore[attr-defined]
-            pages = (await (await db_conn.execute("PRAGMA page_count")).fetchone())[0]
+            db_conn = log._db
+            assert db_conn is not None
+            row = await (await db_conn.execute("PRAGMA page_count")).fetchone()
+            assert row is not None
+            pages = row[0]
             await db_conn.execute(f"PRAGMA max_page_count = {pages}")
             big = "x" * 20_000
             with pytest.raises(StoreUnavailable, match="full"):

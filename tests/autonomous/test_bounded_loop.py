@@ -448,7 +448,7 @@ class TestToolTimeouts:
             """Return at once."""
             return "quick"
 
-        async def slow_answer(messages: object, tools: object) -> object:
+        async def slow_answer(messages: object, tools: object) -> ModelResponse:
             await anyio.sleep(0.5)  # well past the tool's deadline, had it outlived the tool
             return done()
 

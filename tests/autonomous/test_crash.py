@@ -95,7 +95,7 @@ async def test_sigkill_at_random_points_then_resume(tmp_path: Path) -> None:
         assert child.stdout is not None
         await anyio.to_thread.run_sync(child.stdout.readline)  # imports done, log open
         if rng.random() < 0.5:  # an inject while the child runs: kill before or after it lands
-            acked.append(await send_inject(_log_path(db), KEY, f"note {kills}"))  # type: ignore[arg-type]
+            acked.append(await send_inject(_log_path(db), KEY, f"note {kills}"))
         await anyio.sleep(rng.uniform(0.0, 0.4))
         child.send_signal(signal.SIGKILL)
         # Killed while running: it took the dead holder's lease at once (a refused resume

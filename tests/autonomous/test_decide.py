@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import attrs
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -12,6 +13,7 @@ from autonomous._decide import (
     Continue,
     Finish,
     Retry,
+    Step,
     Totals,
     Wait,
     after_turn,
@@ -94,18 +96,8 @@ class TestTurnBudget:
     @given(options(), totals(), st.floats(0, 100))
     def test_a_call_budget_ignores_turns(self, opts: RunOptions, t: Totals, elapsed: float) -> None:
         """Inside a turn the turn cap does not apply; the others do."""
-        expected = turn_budget(RunOptions(**{**_caps(opts), "max_turns": 0}), t, elapsed)
+        expected = turn_budget(attrs.evolve(opts, max_turns=0), t, elapsed)
         assert expected == call_budget(opts, t, elapsed)
-
-
-def _caps(opts: RunOptions) -> dict[str, object]:
-    return {
-        "max_turns": opts.max_turns,
-        "max_input_tokens": opts.max_input_tokens,
-        "max_output_tokens": opts.max_output_tokens,
-        "max_cost_usd": opts.max_cost_usd,
-        "max_wallclock": opts.max_wallclock,
-    }
 
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
@@ -127,17 +119,27 @@ class TestAfterTurn:
     def test_errors_follow_the_decision(self) -> None:
         """Abort (or no policy) finishes, retry retries, skip continues."""
         err = RuntimeError("x")
-        kw = {"done": None, "schedule": None, "continuation_prompt": "go on"}
-        assert Finish(StopReason.RETRY_POLICY_ABORTED) == after_turn(error=err, decision=None, **kw)
-        assert Retry() == after_turn(error=err, decision=RetryDecision.RETRY_TURN, **kw)
-        assert Continue("go on") == after_turn(error=err, decision=RetryDecision.SKIP_TURN, **kw)
+
+        def after(decision: RetryDecision | None) -> Step:
+            return after_turn(
+                error=err, decision=decision, done=None, schedule=None, continuation_prompt="go on"
+            )
+
+        assert Finish(StopReason.RETRY_POLICY_ABORTED) == after(None)
+        assert Retry() == after(RetryDecision.RETRY_TURN)
+        assert Continue("go on") == after(RetryDecision.SKIP_TURN)
 
     def test_a_schedule_waits_with_its_prompt(self) -> None:
         """A schedule becomes a Wait with the model's next prompt (or the continuation)."""
-        kw = {"error": None, "decision": None, "done": None, "continuation_prompt": "go on"}
-        assert Wait(SCHEDULE, "check again") == after_turn(schedule=SCHEDULE, **kw)
+
+        def after(schedule: ScheduleEvent) -> Step:
+            return after_turn(
+                error=None, decision=None, done=None, schedule=schedule, continuation_prompt="go on"
+            )
+
+        assert Wait(SCHEDULE, "check again") == after(SCHEDULE)
         bare = ScheduleEvent(wake_at=NOW)
-        assert Wait(bare, "go on") == after_turn(schedule=bare, **kw)
+        assert Wait(bare, "go on") == after(bare)
 
 
 class TestClampWake:

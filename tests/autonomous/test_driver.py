@@ -15,17 +15,18 @@ from autonomous import (
     ModelCalled,
     ModelCallLimit,
     ModelError,
+    ModelResponse,
     RetryDecision,
     StopReason,
     TurnTimeout,
     run_autonomous,
 )
 from autonomous.testing import FakeClock, ScriptedModel, call, calls, done, reply
-from eventlog import Event, EventKind, SessionRef
+from eventlog import Event, EventKind, InboxDelivered, SessionRef
 from permissions import Gate, Mode
 from usage import Pricing, Tracker
 
-from .helpers import BOOM, TICK, builder, checkpoints, kinds, memory_session
+from .helpers import BOOM, TICK, builder, checkpoints, kinds, memory_session, payloads
 
 pytestmark = pytest.mark.anyio
 
@@ -145,7 +146,7 @@ class TestBudgets:
         """The wall-clock cap trips on the injected clock, with no real waiting."""
         clock = FakeClock()
 
-        def slow(messages: object, tools: object) -> object:
+        def slow(messages: object, tools: object) -> ModelResponse:
             clock.advance(40)
             return reply("x")
 
@@ -159,7 +160,7 @@ class TestBudgets:
         """When wall-clock and turns are both spent, wall-clock is the reason."""
         clock = FakeClock()
 
-        def slow(messages: object, tools: object) -> object:
+        def slow(messages: object, tools: object) -> ModelResponse:
             clock.advance(10)
             return reply("x")
 
@@ -217,8 +218,9 @@ class TestRetryPolicy:
     async def test_per_turn_timeout_is_a_turn_error(self) -> None:
         """A turn outliving per_turn_timeout is a TurnTimeout for the retry policy."""
 
-        async def hang(messages: object, tools: object) -> object:
+        async def hang(messages: object, tools: object) -> ModelResponse:
             await anyio.sleep_forever()
+            raise AssertionError("unreachable")
 
         model = ScriptedModel([hang])
         result = await run_autonomous(builder(model), "go", per_turn_timeout=0.01)
@@ -229,8 +231,9 @@ class TestRetryPolicy:
         """The caller's own deadline cancels the run, writing a context_cancelled checkpoint."""
         ref = memory_session()
 
-        async def hang(messages: object, tools: object) -> object:
+        async def hang(messages: object, tools: object) -> ModelResponse:
             await anyio.sleep_forever()
+            raise AssertionError("unreachable")
 
         model = ScriptedModel([hang])
         with anyio.move_on_after(0.05) as scope:
@@ -266,8 +269,8 @@ class TestInbox:
         users = [m["content"] for m in model.last_messages if m["role"] == "user"]
         assert StopReason.COMPLETED == result.reason
         assert "[Inbox]\n- first\n- second\n\ncontinue" == users[-1]
-        delivered = await ref.log.read(ref.key, kinds=[EventKind.INBOX_DELIVERED])
-        assert 1 == len(delivered) and 2 == len(delivered[0].payload.message_ids)
+        delivered = await payloads(ref, EventKind.INBOX_DELIVERED, InboxDelivered)
+        assert 1 == len(delivered) and 2 == len(delivered[0].message_ids)
 
 
 class TestEventLog:

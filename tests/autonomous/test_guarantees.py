@@ -268,7 +268,8 @@ class TestStopAndWake:
         async with start_autonomous(
             agent_on(ref, model), "watch", scheduler=SleepScheduler(clock=clock), clock=clock
         ) as h:
-            await wait_until(lambda: clock.sleepers > 0, within=10)
+            # The wait, the lease renewal and the log watch all sleep on the run's clock.
+            await wait_until(lambda: clock.sleepers == 3, within=10)
             await h.stop()
         cp = (await ref.log.latest_checkpoint(ref.key)).payload  # type: ignore[union-attr]
         assert isinstance(cp, Checkpoint)
@@ -280,7 +281,8 @@ class TestStopAndWake:
                     agent_on(ref, ScriptedModel(default=again)), ref, force=True, clock=clock
                 )
             )
-            await wait_until(lambda: clock.sleepers > 0, within=10)
+            # The wait, the lease renewal and the log watch all sleep on the run's clock.
+            await wait_until(lambda: clock.sleepers == 3, within=10)
             assert [] == again.sent  # still waiting for the wake time
             clock.advance(600)
         assert again.sent
@@ -429,7 +431,8 @@ class TestPauseAndBudgets:
             clock=clock,
             max_defer=60,
         ) as h:
-            await wait_until(lambda: clock.sleepers > 0, within=10)
+            # The wait, the lease renewal and the log watch all sleep on the run's clock.
+            await wait_until(lambda: clock.sleepers == 3, within=10)
             cp = (await ref.log.latest_checkpoint(ref.key)).payload  # type: ignore[union-attr]
             assert isinstance(cp, Checkpoint)
             assert clock.now() + timedelta(seconds=60) == cp.next_wake_at

@@ -17,10 +17,10 @@ from autonomous import (
     start_autonomous,
 )
 from autonomous.testing import ScriptedModel, done, reply
-from eventlog import EventKind, InboxQueued
+from eventlog import Control, EventKind, InboxQueued
 from permissions import Caller
 
-from .helpers import builder, memory_session
+from .helpers import builder, memory_session, payloads
 
 pytestmark = pytest.mark.anyio
 
@@ -87,7 +87,7 @@ class TestPauseResume:
             await h.resume()  # idempotent
             result = await h.wait()
         assert StopReason.COMPLETED == result.reason
-        notes = [e.payload.action for e in await ref.log.read(ref.key, kinds=[EventKind.CONTROL])]
+        notes = [c.action for c in await payloads(ref, EventKind.CONTROL, Control)]
         assert ["pause", "resume"] == notes
 
     async def test_pause_resume_and_inject_after_the_end_raise(self) -> None:
@@ -145,7 +145,7 @@ class TestInject:
             await h.inject_as("focus on Q4", Caller(identity="alice", admin=True))
             queued = await ref.log.read(ref.key, kinds=[EventKind.INBOX_QUEUED])
             payload = queued[0].payload
-            assert isinstance(payload, InboxQueued)
+            assert isinstance(payload, InboxQueued) and payload.caller is not None
             assert ("focus on Q4", "alice", True) == (
                 payload.text,
                 payload.caller.identity,

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import anyio
 import pytest
 
@@ -10,6 +13,7 @@ from autonomous import (
     ModelError,
     RetryDecision,
     StopReason,
+    Tool,
     function_tool,
     run_autonomous,
     start_autonomous,
@@ -28,14 +32,16 @@ async def check_disk(path: str) -> str:
     return f"{path}: 42% used"
 
 
-def http_build(server: ScriptedServer, model: str = MODEL, **kwargs: object) -> object:
+def http_build(
+    server: ScriptedServer, model: str = MODEL, **kwargs: Any
+) -> Callable[[list[Tool]], Agent]:
     """A build function for an Agent on a litellm model string pointed at ``server``."""
 
-    def build(extra: list[object]) -> Agent:
+    def build(extra: list[Tool]) -> Agent:
         return Agent(
             model,
             instructions="Watch the disk.",
-            tools=[function_tool(check_disk), *extra],  # type: ignore[list-item]
+            tools=[function_tool(check_disk), *extra],
             api_base=server.api_base,
             api_key=API_KEY,
             **kwargs,
@@ -127,10 +133,10 @@ class TestHttpRuns:
         scripted_server.push(hang())
         ref = memory_session()
 
-        def build(extra: list[object]) -> Agent:
-            agent = http_build(scripted_server)(extra)  # type: ignore[operator]
+        def build(extra: list[Tool]) -> Agent:
+            agent = http_build(scripted_server)(extra)
             agent.session = ref
-            return agent  # type: ignore[no-any-return]
+            return agent
 
         async with start_autonomous(build, "go") as handle:
             await handle.ready()

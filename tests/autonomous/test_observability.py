@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import anyio
 import attrs
@@ -289,6 +289,7 @@ class TestProgressStream:
             handle.append(h)
             stream = h.events()
             first = await stream.__anext__()
+            assert isinstance(stream, _Closable)
             await stream.aclose()
             result = await h.wait()
         assert (StopReason.COMPLETED, TurnStarted(1, 1)) == (result.reason, first)
@@ -470,6 +471,13 @@ def by_name(spans: list[ReadableSpan], name: str) -> list[ReadableSpan]:
     return [s for s in spans if s.name == name]
 
 
+@runtime_checkable
+class _Closable(Protocol):
+    """A stream a reader can close early (``events()`` is declared an AsyncIterator only)."""
+
+    async def aclose(self) -> None: ...
+
+
 def parent_id(span: ReadableSpan) -> int | None:
     """The span id of ``span``'s parent."""
     return span.parent.span_id if span.parent is not None else None
@@ -478,7 +486,8 @@ def parent_id(span: ReadableSpan) -> int | None:
 def span_id(span: ReadableSpan) -> int:
     """``span``'s own span id."""
     assert span.context is not None
-    return span.context.span_id
+    own: int = span.context.span_id
+    return own
 
 
 class TestTelemetry:

@@ -13,6 +13,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Coroutine
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -138,7 +139,7 @@ class TestDurableRunUnderAsyncioRun:
                     for _ in range(4):  # 4 s in all: the first lease would have expired
                         clock.advance(ttl / 3)
                         expiry = clock.now() + timedelta(seconds=ttl)
-                        await wait_until(lambda e=expiry: renewed_to(db, e), within=_PATIENCE)
+                        await wait_until(partial(renewed_to, db, expiry), within=_PATIENCE)
                     await send_inject(log, ref.key, "from afar")
                     clock.advance(0.5)
                     await wait_until(

@@ -315,7 +315,7 @@ class TestScheduling:
 
     async def test_schedule_tool_rejections_go_back_to_the_model(self) -> None:
         """Bad schedule arguments are answered with rejected: reasons, never raised."""
-        bad = [
+        bad: list[dict[str, Any]] = [
             {},
             {"wake_in_sec": 5, "wake_at": "2030-01-01T00:00:00Z"},
             {"wake_in_sec": 0},

@@ -28,7 +28,7 @@ from autonomous._control_requests import Latch
 from autonomous._model import Model
 from autonomous._options import make_options
 from autonomous.testing import ScriptedModel, done, reply
-from eventlog import Event, Lease, LeaseHolder, SessionRef, SqliteEventLog
+from eventlog import Checkpoint, Event, Lease, LeaseHolder, SessionRef, SqliteEventLog
 
 from .helpers import builder, checkpoints, memory_session
 
@@ -327,7 +327,7 @@ class _ProtocolOnly:
 
 def _task_names() -> set[str]:
     """The names of the tasks running now."""
-    return {t.name for t in anyio.get_running_tasks()}
+    return {t.name for t in anyio.get_running_tasks() if t.name is not None}
 
 
 def _noting_tasks(seen: list[set[str]]) -> Any:
@@ -395,8 +395,8 @@ class TestLastWrite:
             result = await run_autonomous(builder(model, session=ref), "go")
             assert StopReason.COMPLETED == result.reason
             assert ["append_and_release"] == log.calls
-            last = (await log.read(ref.key))[-1]
-            assert "completed" == last.payload.stop_reason
+            last = (await log.read(ref.key))[-1].payload
+            assert isinstance(last, Checkpoint) and "completed" == last.stop_reason
             await log.acquire_lease(ref.key, LeaseHolder("elsewhere", 1, "t"), 60)
 
     async def test_a_store_without_it_gets_the_append_then_the_release(
@@ -405,12 +405,14 @@ class TestLastWrite:
         """A store with the protocol's methods alone gets the final checkpoint appended, then
         the lease released."""
         async with _CountingLog(tmp_path / "l.db") as log:
-            ref = SessionRef(_ProtocolOnly(log), "a", "u", "s")  # type: ignore[arg-type]
+            ref = SessionRef(_ProtocolOnly(log), "a", "u", "s")
             model = ScriptedModel([done("finished")])
             result = await run_autonomous(builder(model, session=ref), "go")
             assert StopReason.COMPLETED == result.reason
             assert ["release"] == log.calls
-            assert "completed" == (await log.latest_checkpoint(ref.key)).payload.stop_reason
+            last = await log.latest_checkpoint(ref.key)
+            assert last is not None and isinstance(last.payload, Checkpoint)
+            assert "completed" == last.payload.stop_reason
             await log.acquire_lease(ref.key, LeaseHolder("elsewhere", 1, "t"), 60)
 
     async def test_a_renewal_after_our_own_release_is_not_a_lost_lease(

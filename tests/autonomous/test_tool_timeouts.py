@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 
 import anyio
 import pytest
 
-from autonomous import StopReason, ToolTimeoutError, function_tool, run_autonomous
+from autonomous import (
+    ModelResponse,
+    RetryDecision,
+    StopReason,
+    ToolTimeoutError,
+    function_tool,
+    run_autonomous,
+)
 from autonomous.testing import ScriptedModel, call, done, reply
 
 from .helpers import builder
@@ -19,7 +27,7 @@ _TIMEOUT = 0.05
 _HOLD = 0.15  # past every wake-up below: they all fall due in one loop iteration
 
 
-def racer(wake_after: float) -> object:
+def racer(wake_after: float) -> Callable[[], Awaitable[str]]:
     """A tool that asks to wake after ``wake_after`` s, then holds the loop (a blocking call
     elsewhere in the program) until both that wake-up and its deadline are due.
 
@@ -36,7 +44,7 @@ def racer(wake_after: float) -> object:
     return finish_at_the_deadline
 
 
-async def after_a_pause(messages: object, tools: object) -> object:
+async def after_a_pause(messages: object, tools: object) -> ModelResponse:
     """The next model call: it suspends, so a stray cancel would land in it."""
     await anyio.sleep(0.01)
     return done("went on")
@@ -66,10 +74,8 @@ class TestATimeoutAsTheToolFinishes:
         turn with ToolTimeoutError: never another error."""
         errors: list[BaseException] = []
 
-        def policy(error: BaseException, attempt: int) -> object:
+        def policy(error: BaseException, attempt: int) -> RetryDecision:
             errors.append(error)
-            from autonomous import RetryDecision
-
             return RetryDecision.ABORT_RUN
 
         tool = function_tool(racer(wake_after), timeout=_TIMEOUT, fatal_timeout=True)
@@ -78,7 +84,7 @@ class TestATimeoutAsTheToolFinishes:
             result = await run_autonomous(
                 builder(model, tools=[tool]),
                 "go",
-                retry_policy=policy,  # type: ignore[arg-type]
+                retry_policy=policy,
             )
         assert all(isinstance(e, ToolTimeoutError) for e in errors), errors
         assert result.reason in (StopReason.COMPLETED, StopReason.RETRY_POLICY_ABORTED)

@@ -282,8 +282,7 @@ class TestJsonSchemaFor:
     def test_unannotated_parameter(self) -> None:
         """A parameter without annotation is a ConfigurationError naming function and parameter."""
 
-        def check_disk(path) -> None:  # type: ignore[no-untyped-def]
-            ...
+        def check_disk(path) -> None: ...
 
         with pytest.raises(ConfigurationError, match=r"check_disk.*'path' has no type annotation"):
             json_schema_for(check_disk)

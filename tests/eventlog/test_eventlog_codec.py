@@ -93,6 +93,7 @@ class TestNewFields:
         )
         message = decode_payload("user_message", '{"text":"hi","turn":1}', v=SCHEMA_VERSION)
         assert (Checkpoint(1, 2, 3, 0.5, "go"), UserMessage("hi", 1)) == (checkpoint, message)
+        assert isinstance(checkpoint, Checkpoint) and isinstance(message, UserMessage)
         assert (False, False, 0, ()) == (
             checkpoint.paused,
             checkpoint.stopped,

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from permissions_helpers import RecordingPrompter
+
+from .permissions_helpers import RecordingPrompter
 
 
 @pytest.fixture

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from permissions_helpers import RecordingPrompter
 
 from permissions import Caller, Decision, Gate, Mode, Rule
+
+from .permissions_helpers import RecordingPrompter
 
 pytestmark = pytest.mark.anyio
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from permissions_helpers import NeverAnswers, Raising, RecordingPrompter
 
 from permissions import (
     Caller,
@@ -15,6 +14,8 @@ from permissions import (
     PermissionRequest,
     PermissionsError,
 )
+
+from .permissions_helpers import NeverAnswers, Raising, RecordingPrompter
 
 pytestmark = pytest.mark.anyio
 

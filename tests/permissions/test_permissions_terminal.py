@@ -7,9 +7,10 @@ import json
 
 import anyio
 import pytest
-from permissions_helpers import QueueStream, WatchedOut
 
 from permissions import Caller, Gate, PermissionRequest, TerminalPrompter
+
+from .permissions_helpers import QueueStream, WatchedOut
 
 pytestmark = pytest.mark.anyio
 

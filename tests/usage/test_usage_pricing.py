@@ -7,9 +7,10 @@ import math
 import attrs
 import pytest
 from hypothesis import given
-from usage_strategies import pricings, usages
 
 from usage import Pricing, Usage
+
+from .usage_strategies import pricings, usages
 
 
 def close(expected: float, actual: float) -> bool:

@@ -9,9 +9,10 @@ import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from usage_strategies import costs, model_names, usages
 
 from usage import Tracker, Usage, UsageRow, UsageTotals
+
+from .usage_strategies import costs, model_names, usages
 
 T0 = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from hypothesis import given
-from usage_strategies import usages
 
 from usage import Usage
+
+from .usage_strategies import usages
 
 
 class TestUsage:
