@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
 
@@ -25,6 +27,11 @@ class Clock(Protocol):
         """Return once ``now() >= when`` (at once when it already is)."""
         ...
 
+    def move_on_after(self, seconds: float | None) -> AbstractContextManager[anyio.CancelScope]:
+        """A cancel scope that is cancelled ``seconds`` from now on this clock (None: never),
+        like :func:`anyio.move_on_after`: the runtime's timeouts run on its clock."""
+        ...
+
 
 class SystemClock:
     """The real clock: ``datetime.now(UTC)``, ``time.monotonic`` and anyio sleeps."""
@@ -43,6 +50,10 @@ class SystemClock:
         if delay > 0:
             await anyio.sleep(delay)
 
+    def move_on_after(self, seconds: float | None) -> AbstractContextManager[anyio.CancelScope]:
+        """:func:`anyio.move_on_after` itself."""
+        return anyio.move_on_after(seconds)
+
 
 class FakeClock:
     """A clock that moves only when told: ``advance()``, or by itself with ``autojump=True``.
@@ -60,6 +71,7 @@ class FakeClock:
         self._offset = 0.0
         self.autojump = autojump
         self._sleepers: list[tuple[datetime, anyio.Event]] = []
+        self._timers: list[tuple[datetime, anyio.CancelScope]] = []
 
     def now(self) -> datetime:
         """The fake UTC time."""
@@ -77,8 +89,12 @@ class FakeClock:
         now = self.now()
         due = [ev for when, ev in self._sleepers if when <= now]
         self._sleepers = [(w, ev) for w, ev in self._sleepers if w > now]
+        expired = [scope for when, scope in self._timers if when <= now]
+        self._timers = [(w, scope) for w, scope in self._timers if w > now]
         for ev in due:
             ev.set()
+        for scope in expired:
+            scope.cancel()
 
     @property
     def sleepers(self) -> int:
@@ -102,3 +118,24 @@ class FakeClock:
         finally:
             if entry in self._sleepers:
                 self._sleepers.remove(entry)
+
+    @contextmanager
+    def move_on_after(self, seconds: float | None) -> Iterator[anyio.CancelScope]:
+        """A cancel scope cancelled once this clock passes ``seconds`` from now (None: never).
+
+        Fake time moves by :meth:`advance` (or a sleep's autojump), so a test of a timeout
+        takes no real time: advance past the deadline and the scope's body is cancelled.
+        """
+        with anyio.CancelScope() as scope:
+            if seconds is None:
+                yield scope
+                return
+            entry = (self.now() + timedelta(seconds=seconds), scope)
+            self._timers.append(entry)
+            if seconds <= 0:
+                scope.cancel()
+            try:
+                yield scope
+            finally:
+                if entry in self._timers:
+                    self._timers.remove(entry)

@@ -1,0 +1,74 @@
+"""The clocks: timeouts on the clock, so fake time drives the runtime's timeouts too."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from scheduler import Clock, FakeClock, SystemClock
+
+pytestmark = pytest.mark.anyio
+
+
+class TestFakeClockTimeouts:
+    async def test_a_scope_is_cancelled_when_time_passes_its_deadline(self) -> None:
+        """advance() past the deadline cancels the scope's body, at no real cost."""
+        clock = FakeClock()
+        hung = anyio.Event()
+        async with anyio.create_task_group() as tg:
+
+            async def body() -> None:
+                with clock.move_on_after(30) as scope:
+                    await hung.wait()
+                results.append(scope.cancelled_caught)
+
+            results: list[bool] = []
+            tg.start_soon(body)
+            await anyio.wait_all_tasks_blocked()
+            clock.advance(29.9)
+            await anyio.wait_all_tasks_blocked()
+            assert [] == results
+            clock.advance(0.1)
+        assert [True] == results
+
+    async def test_a_body_that_finishes_in_time_is_left_alone(self) -> None:
+        """A scope left before its deadline is not cancelled later, and is forgotten."""
+        clock = FakeClock()
+        with clock.move_on_after(5) as scope:
+            await anyio.lowlevel.checkpoint()
+        clock.advance(10)
+        assert (False, False) == (scope.cancel_called, scope.cancelled_caught)
+
+    async def test_none_means_no_deadline(self) -> None:
+        """move_on_after(None) never cancels, however far time moves."""
+        clock = FakeClock()
+        with clock.move_on_after(None) as scope:
+            clock.advance(1e9)
+            await anyio.lowlevel.checkpoint()
+        assert not scope.cancelled_caught
+
+    async def test_a_deadline_already_reached_cancels_at_the_first_checkpoint(self) -> None:
+        """A zero timeout cancels at once, as anyio.move_on_after(0) does."""
+        with FakeClock().move_on_after(0) as scope:
+            await anyio.lowlevel.checkpoint()
+        assert scope.cancelled_caught
+
+    async def test_autojump_sleeps_run_into_the_timeout(self) -> None:
+        """With autojump a sleep past the deadline jumps time there, and the scope fires."""
+        clock = FakeClock(autojump=True)
+        with clock.move_on_after(1) as scope:
+            await clock.sleep_until(clock.now().replace(year=clock.now().year + 1))
+        assert scope.cancelled_caught
+
+
+class TestProtocol:
+    @pytest.mark.parametrize("clock", [SystemClock(), FakeClock()])
+    def test_both_clocks_are_clocks(self, clock: Clock) -> None:
+        """The real and the fake clock implement the whole Clock protocol."""
+        assert isinstance(clock, Clock)
+
+    async def test_the_system_clock_times_out_in_real_time(self) -> None:
+        """SystemClock.move_on_after is anyio's: a short real timeout fires."""
+        with SystemClock().move_on_after(0.01) as scope:
+            await anyio.sleep(5)
+        assert scope.cancelled_caught
