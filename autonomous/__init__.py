@@ -18,7 +18,7 @@ Map (the core is flat here; its edges are the sub-packages at the end):
     _conversation.py  the messages the model sees and the events that record them
     _inbox.py         the inbox and the wake signal
     _progress.py      typed progress events and their fan-out
-    _options.py       RunOptions (every keyword option, validated)
+    _options.py       RunOptions (every keyword option, validated) and RunKwargs (their types)
     _result.py        StopReason, AutonomousStatus, RetryDecision, RunResult
     _remote.py        send_inject / send_control: control a session through its event log
     _durable.py       the session lease, the log watcher, the resume wait
@@ -34,7 +34,7 @@ Map (the core is flat here; its edges are the sub-packages at the end):
     testing/          public: ScriptedModel, ScriptedServer and their steps, FakeClock
 """
 
-from ._agent import Agent
+from ._agent import Agent, BuildFn, RebuildFn
 from ._cli._spec import AgentSpec, load_spec
 from ._cli._spec import Problem as SpecProblem
 from ._cli._validate import validate as validate_spec
@@ -54,7 +54,7 @@ from ._errors import (
 from ._handle import AutonomousHandle
 from ._model import Message, Model, ModelResponse, ToolCall
 from ._models._local import LocalModelUnavailable, register_local_models
-from ._options import RunOptions
+from ._options import RunKwargs, RunOptions
 from ._progress import (
     CheckpointWritten,
     ModelCalled,
@@ -91,6 +91,7 @@ __all__ = [
     "AutonomousHandle",
     "AutonomousStatus",
     "BuildError",
+    "BuildFn",
     "CheckpointWritten",
     "ConfigurationError",
     "GateWouldDeadlock",
@@ -106,11 +107,13 @@ __all__ = [
     "Paused",
     "Proceed",
     "ProgressEvent",
+    "RebuildFn",
     "Resumed",
     "RetryDecision",
     "RulesSupervisor",
     "RunExited",
     "RunFinished",
+    "RunKwargs",
     "RunOptions",
     "RunResult",
     "SpecProblem",
