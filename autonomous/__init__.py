@@ -11,7 +11,7 @@ Map (the core is flat here; its edges are the sub-packages at the end):
     _model.py         the Model protocol and the message types
     _tools.py         Tool, function_tool, argument parsing, call contexts (idempotency keys)
     _schema.py        JSON schemas from type hints
-    _results.py       a tool call's value or error as the text the model reads
+    _results.py       ToolOutcome, and a tool call's value or error as the text the model reads
     _text.py          cleaning model and tool text at the edges (lone surrogates)
     _exit_tools.py    the exit tools: the done tool and the schedule tool
     _control_requests.py  the run's control requests: pause, resume, stop, inject, wake
@@ -69,6 +69,7 @@ from ._progress import (
 )
 from ._remote import send_control, send_inject
 from ._result import AutonomousStatus, RetryDecision, RunResult, StopReason
+from ._results import ToolOutcome
 from ._supervisor import (
     AbortRun,
     LLMJudge,
@@ -128,6 +129,7 @@ __all__ = [
     "ToolCall",
     "ToolCallContext",
     "ToolCalled",
+    "ToolOutcome",
     "ToolTimeoutError",
     "TurnError",
     "TurnFinished",

@@ -17,14 +17,19 @@ import attrs
 
 from autonomous._errors import ConfigurationError
 
-#: JSON Schema type names of the Python scalars.
-_SCALARS: dict[Any, str] = {
+#: The JSON Schema type name of each Python type ``json.loads`` produces (by exact type: a bool
+#: is a boolean, never an integer).
+JSON_TYPES: dict[type, str] = {
     str: "string",
     int: "integer",
     float: "number",
     bool: "boolean",
+    list: "array",
+    dict: "object",
     type(None): "null",
 }
+#: JSON Schema type names of the Python scalars.
+_SCALARS: dict[Any, str] = {t: n for t, n in JSON_TYPES.items() if n not in ("array", "object")}
 _ARRAYS: frozenset[Any] = frozenset(
     {list, tuple, set, frozenset, abc.Sequence, abc.MutableSequence, abc.Set, abc.MutableSet}
     | {abc.Collection, abc.Iterable}
