@@ -23,6 +23,7 @@ from autonomous._schema import (
     json_schema_for,
     needs_structuring,
     parameter_hints,
+    unwrap_partial,
     wants_idempotency_key,
 )
 from autonomous._text import cleaned
@@ -416,16 +417,14 @@ def _show(value: Any) -> str:
 
 def _default_name(fn: Any) -> str:
     """``__name__`` of the function under any partials, or the class name of a callable object."""
-    while isinstance(fn, functools.partial):
-        fn = fn.func
+    fn, _ = unwrap_partial(fn)
     name = getattr(fn, "__name__", None)
     return name if isinstance(name, str) else type(fn).__name__
 
 
 def _is_async(fn: Any) -> bool:
     """True for a coroutine function, a partial of one, or an object with an async ``__call__``."""
-    while isinstance(fn, functools.partial):
-        fn = fn.func
+    fn, _ = unwrap_partial(fn)
     if inspect.iscoroutinefunction(fn):
         return True
     if inspect.isroutine(fn) or not callable(fn):

@@ -56,9 +56,7 @@ class TestPastWakeAt:
     def test_wake_at_now_wakes_now(self) -> None:
         """A wake_at equal to the current time is the same: wake at once."""
         tools = control()
-        answer, outcome = tools.call(
-            "schedule_next_turn", '{"wake_at": "2030-01-01T12:00:00Z"}', 1
-        )
+        answer, outcome = tools.call("schedule_next_turn", '{"wake_at": "2030-01-01T12:00:00Z"}', 1)
         assert tools.schedule is not None and START == tools.schedule.wake_at
         assert (True, ToolOutcome.OK) == (answer.startswith("acknowledged: "), outcome)
 
