@@ -11,14 +11,14 @@ Map (the core is flat here; its edges are the sub-packages at the end):
     _model.py         the Model protocol and the message types
     _tools.py         Tool, function_tool, argument parsing, call contexts (idempotency keys)
     _schema.py        JSON schemas from type hints
-    _results.py       a tool call's value or error as the text the model reads
+    _results.py       ToolOutcome, and a tool call's value or error as the text the model reads
     _text.py          cleaning model and tool text at the edges (lone surrogates)
     _exit_tools.py    the exit tools: the done tool and the schedule tool
     _control_requests.py  the run's control requests: pause, resume, stop, inject, wake
     _conversation.py  the messages the model sees and the events that record them
     _inbox.py         the inbox and the wake signal
     _progress.py      typed progress events and their fan-out
-    _options.py       RunOptions (every keyword option, validated)
+    _options.py       RunOptions (every keyword option, validated) and RunKwargs (their types)
     _result.py        StopReason, AutonomousStatus, RetryDecision, RunResult
     _remote.py        send_inject / send_control: control a session through its event log
     _durable.py       the session lease, the log watcher, the resume wait
@@ -34,7 +34,7 @@ Map (the core is flat here; its edges are the sub-packages at the end):
     testing/          public: ScriptedModel, ScriptedServer and their steps, FakeClock
 """
 
-from ._agent import Agent
+from ._agent import Agent, BuildFn, RebuildFn
 from ._cli._spec import AgentSpec, load_spec
 from ._cli._spec import Problem as SpecProblem
 from ._cli._validate import validate as validate_spec
@@ -54,7 +54,7 @@ from ._errors import (
 from ._handle import AutonomousHandle
 from ._model import Message, Model, ModelResponse, ToolCall
 from ._models._local import LocalModelUnavailable, register_local_models
-from ._options import RunOptions
+from ._options import RunKwargs, RunOptions
 from ._progress import (
     CheckpointWritten,
     ModelCalled,
@@ -69,6 +69,7 @@ from ._progress import (
 )
 from ._remote import send_control, send_inject
 from ._result import AutonomousStatus, RetryDecision, RunResult, StopReason
+from ._results import ToolOutcome
 from ._supervisor import (
     AbortRun,
     LLMJudge,
@@ -91,6 +92,7 @@ __all__ = [
     "AutonomousHandle",
     "AutonomousStatus",
     "BuildError",
+    "BuildFn",
     "CheckpointWritten",
     "ConfigurationError",
     "GateWouldDeadlock",
@@ -106,11 +108,13 @@ __all__ = [
     "Paused",
     "Proceed",
     "ProgressEvent",
+    "RebuildFn",
     "Resumed",
     "RetryDecision",
     "RulesSupervisor",
     "RunExited",
     "RunFinished",
+    "RunKwargs",
     "RunOptions",
     "RunResult",
     "SpecProblem",
@@ -125,6 +129,7 @@ __all__ = [
     "ToolCall",
     "ToolCallContext",
     "ToolCalled",
+    "ToolOutcome",
     "ToolTimeoutError",
     "TurnError",
     "TurnFinished",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeGuard
 
@@ -110,6 +110,15 @@ class Agent:
         return f"Agent(name={self.name!r}, model={self.model.name!r}, tools={len(self.tools)})"
 
 
+#: ``build(extra_tools) -> Agent``, sync or async: what ``run_autonomous`` and
+#: ``start_autonomous`` call to make the agent; ``extra_tools`` are the run's own tools (the
+#: done tool, and the schedule tool with a scheduler), which the agent's tools must include.
+BuildFn = Callable[[list[Tool]], Agent | Awaitable[Agent]]
+#: ``build(extra_tools, session_id) -> Agent``, sync or async: what ``resume_autonomous``
+#: calls; the agent must be on the session being resumed.
+RebuildFn = Callable[[list[Tool], str], Agent | Awaitable[Agent]]
+
+
 def _model_of(model: object, kwargs: dict[str, Any]) -> Model:
     """The Model for ``model``: a litellm model string (the client is made lazily) or a Model."""
     if isinstance(model, str):
@@ -118,25 +127,13 @@ def _model_of(model: object, kwargs: dict[str, Any]) -> Model:
         from ._models._litellm import LiteLLMModel
 
         return LiteLLMModel(model, **kwargs)
-    if _is_model(model):
+    if isinstance(model, Model):
         if kwargs:
             raise ConfigurationError(
                 f"completion keywords {sorted(kwargs)} only apply to litellm model strings"
             )
         return model
     raise ConfigurationError(f"Agent model must be a string or a Model, got {model!r}")
-
-
-def _is_model(value: object) -> TypeGuard[Model]:
-    """``isinstance(value, Model)``, sooner for a model with both members.
-
-    typing's check of a runtime protocol walks the protocol's classes on every call (tens of
-    microseconds, once per run); an object with ``name`` and a non-None ``complete`` is what
-    that check accepts, and anything else still gets the check itself.
-    """
-    if getattr(value, "complete", None) is not None and hasattr(value, "name"):
-        return True
-    return isinstance(value, Model)
 
 
 def _tools_of(tools: Iterable[object]) -> tuple[Tool, ...]:
@@ -155,8 +152,6 @@ def _tools_of(tools: Iterable[object]) -> tuple[Tool, ...]:
 
 def _texts_of(option: str, values: object) -> tuple[str, ...]:
     """``values`` as a tuple of strings: a list of them, not one string."""
-    if type(values) is tuple and not values:  # the default: the ABC checks below cost more
-        return ()
     if isinstance(values, str) or not isinstance(values, Iterable):
         raise ConfigurationError(f"Agent {option} must be a list of strings, got {values!r}")
     texts = tuple(values)
@@ -168,8 +163,6 @@ def _texts_of(option: str, values: object) -> tuple[str, ...]:
 
 def _paths_of(option: str, values: object) -> tuple[FilePath, ...]:
     """``values`` as a tuple of text paths: a list of them, not one path."""
-    if type(values) is tuple and not values:  # the default: the ABC checks below cost more
-        return ()
     if isinstance(values, str | bytes | os.PathLike) or not isinstance(values, Iterable):
         raise ConfigurationError(f"Agent {option} must be a list of file paths, got {values!r}")
     paths = tuple(values)

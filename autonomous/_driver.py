@@ -4,24 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import Any
+from typing import Unpack
 
 import anyio
 
 from eventlog import SessionRef
 from permissions import GateWouldDeadlock as _GateDeadlock
 
+from ._agent import BuildFn, RebuildFn
 from ._errors import ConfigurationError, GateWouldDeadlock
 from ._handle import AutonomousHandle
-from ._options import RunOptions, make_options
+from ._options import RunKwargs, RunOptions, make_options
 from ._result import RunResult
 from ._run import Run
 
 
-def _prepare(build: Any, goal: Any, options: dict[str, Any]) -> RunOptions:
+def _prepare(build: object, goal: object, options: RunKwargs) -> RunOptions:
     if not callable(build):
         raise ConfigurationError(f"build must be a callable returning an Agent, got {build!r}")
     if not isinstance(goal, str) or not goal.strip():
@@ -35,7 +35,7 @@ def _prepare(build: Any, goal: Any, options: dict[str, Any]) -> RunOptions:
     return opts
 
 
-async def run_autonomous(build: Callable[..., Any], goal: str, **options: Any) -> RunResult:
+async def run_autonomous(build: BuildFn, goal: str, **options: Unpack[RunKwargs]) -> RunResult:
     """Build an agent and run it turn after turn until it is done or a limit stops it.
 
     ``build(extra_tools)`` (sync or async) must return an :class:`Agent` whose tools include
@@ -48,7 +48,7 @@ async def run_autonomous(build: Callable[..., Any], goal: str, **options: Any) -
 
 
 def start_autonomous(
-    build: Callable[..., Any], goal: str, **options: Any
+    build: BuildFn, goal: str, **options: Unpack[RunKwargs]
 ) -> AbstractAsyncContextManager[AutonomousHandle]:
     """Start a run in the background; ``async with start_autonomous(...) as handle:``.
 
@@ -62,7 +62,7 @@ def start_autonomous(
 
 
 async def resume_autonomous(
-    build: Callable[..., Any], ref: SessionRef, *, force: bool = False, **options: Any
+    build: RebuildFn, ref: SessionRef, *, force: bool = False, **options: Unpack[RunKwargs]
 ) -> RunResult:
     """Continue a session from its latest checkpoint, budgets carried forward.
 

@@ -11,18 +11,10 @@ import attrs
 
 from scheduler import Clock, ScheduleEvent
 
+from ._results import ToolOutcome
+from ._schema import JSON_TYPES
 from ._text import cleaned
 from ._tools import Tool
-
-_JSON_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,),
-    "integer": (int,),
-    "number": (int, float),
-    "boolean": (bool,),
-    "array": (list,),
-    "object": (dict,),
-    "null": (type(None),),
-}
 
 
 @attrs.frozen
@@ -176,19 +168,26 @@ class ControlTools:
         """True for the names of the run's own tools."""
         return name == self.done_name or (name is not None and name == self.schedule_name)
 
-    def call(self, name: str, raw: str, turn: int) -> str:
-        """Run a control tool call; the answer is an acknowledgement or ``rejected: ...``."""
+    def call(self, name: str, raw: str, turn: int) -> tuple[str, ToolOutcome]:
+        """Run a control tool call: the answer (an acknowledgement or ``rejected: ...``) and
+        the outcome it stands for (``OK`` or ``REJECTED``)."""
         try:
             args = json.loads(raw) if raw.strip() else {}
         except RecursionError:
-            return "rejected: arguments are nested too deeply (past the JSON parser's limit)"
+            answer = "rejected: arguments are nested too deeply (past the JSON parser's limit)"
         except ValueError:
-            return "rejected: arguments are not valid JSON"
-        if not isinstance(args, dict):
-            return "rejected: arguments must be a JSON object"
-        answer = self._done(args) if name == self.done_name else self._schedule(args, turn)
+            answer = "rejected: arguments are not valid JSON"
+        else:
+            if not isinstance(args, dict):
+                answer = "rejected: arguments must be a JSON object"
+            elif name == self.done_name:
+                answer = self._done(args)
+            else:
+                answer = self._schedule(args, turn)
+        acknowledged = answer.startswith("acknowledged")
         # A rejection may quote the model's own keys, which JSON escapes can make surrogates.
-        return cleaned(answer, "tool_result", "control_answer")
+        answer = cleaned(answer, "tool_result", "control_answer")
+        return answer, ToolOutcome.OK if acknowledged else ToolOutcome.REJECTED
 
     def _done(self, args: dict[str, Any]) -> str:
         unknown = sorted(set(args) - {"state", "detail", "outcome", "result"})
@@ -272,15 +271,11 @@ def _parse_rfc3339(value: Any) -> datetime | None:
 
 
 def _check_type(value: Any, schema: dict[str, Any] | None) -> str | None:
+    """Why ``value`` (parsed JSON) is not of the schema's top-level ``type``, or None."""
     if not schema or "type" not in schema:
         return None
     types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
-    for name in types:
-        expected = _JSON_TYPES.get(name)
-        if (
-            expected
-            and isinstance(value, expected)
-            and not (isinstance(value, bool) and name in ("integer", "number"))
-        ):
-            return None
+    kind = JSON_TYPES.get(type(value))
+    if kind in types or (kind == "integer" and "number" in types):
+        return None
     return f"must be of JSON type {' or '.join(types)}"

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypedDict
 
 import attrs
 
@@ -14,35 +14,56 @@ from scheduler import Clock, Scheduler, SystemClock
 from usage import Pricing, Tracker
 
 from ._errors import ConfigurationError
+from ._progress import ProgressEvent
 from ._result import RetryDecision
+from ._supervisor import SupervisorDecision, SupervisorSnapshot
+from ._telemetry import Telemetry
 
 #: ``async (turn_no) -> None``; raising aborts the run with ``retry_policy_aborted``.
 BeforeTurn = Callable[[int], Awaitable[None]]
 #: ``(turn, event) -> None``, sync or async; a failing callback never breaks the loop.
-ProgressCallback = Callable[[int, Any], Any]
+ProgressCallback = Callable[[int, ProgressEvent], object]
 #: ``(error, attempt) -> RetryDecision``; ``attempt`` counts consecutive failures of one turn.
 RetryPolicy = Callable[[BaseException, int], RetryDecision]
-
+#: A supervisor: a :class:`~autonomous.Supervisor`, or any function (sync or async) of a
+#: snapshot that returns a decision (``None``: no opinion).
+SupervisorFn = Callable[
+    [SupervisorSnapshot], SupervisorDecision | Awaitable[SupervisorDecision | None] | None
+]
+#: A duration as the options take it: seconds (an int or a float) or a ``timedelta``.
 Seconds = float | int | timedelta
 
 
-def _seconds(name: str, value: Any) -> float:
+def _to_seconds(value: Seconds, field: attrs.Attribute[float]) -> float:
+    """Seconds as a float: a number or a timedelta, finite and not negative."""
     if isinstance(value, timedelta):
         value = value.total_seconds()
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigurationError(f"{name} must be seconds (a number or a timedelta), not {value!r}")
+        raise ConfigurationError(
+            f"{field.name} must be seconds (a number or a timedelta), not {value!r}"
+        )
     if not math.isfinite(value) or value < 0:
-        raise ConfigurationError(f"{name} must be >= 0 seconds (0 = no limit), got {value!r}")
+        raise ConfigurationError(f"{field.name} must be >= 0 seconds (0 = no limit), got {value!r}")
     return float(value)
 
 
-def _count(name: str, value: Any, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigurationError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return value
+def _seconds(default: float) -> Any:
+    """A seconds option (the stored value is always a float)."""
+    return attrs.field(default=default, converter=attrs.Converter(_to_seconds, takes_field=True))
 
 
-def _money(value: Any) -> float:
+def _count(default: int, minimum: int = 0) -> Any:
+    """A whole-number option at or above ``minimum`` (a bool is not a number here)."""
+
+    def check(_options: RunOptions, field: attrs.Attribute[int], value: object) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ConfigurationError(f"{field.name} must be an integer >= {minimum}, got {value!r}")
+
+    return attrs.field(default=default, validator=check)
+
+
+def _to_money(value: float) -> float:
+    """US dollars as a float: a finite number, not negative."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigurationError(f"max_cost_usd must be a number, got {value!r}")
     if not math.isfinite(value) or value < 0:
@@ -50,124 +71,161 @@ def _money(value: Any) -> float:
     return float(value)
 
 
-def _tool_name(name: str, value: Any) -> str:
+def _check_tool_name(_options: RunOptions, field: attrs.Attribute[str], value: object) -> None:
     if not isinstance(value, str) or not value.strip():
-        raise ConfigurationError(f"{name} must be a non-blank tool name, got {value!r}")
-    return value
+        raise ConfigurationError(f"{field.name} must be a non-blank tool name, got {value!r}")
 
 
-def _optional_callable(name: str, value: Any) -> Any:
+def _check_callable(_options: RunOptions, field: attrs.Attribute[Any], value: object) -> None:
     if value is not None and not callable(value):
-        raise ConfigurationError(f"{name} must be callable or None, got {value!r}")
-    return value
+        raise ConfigurationError(f"{field.name} must be callable or None, got {value!r}")
+
+
+def _check_prompt(_options: RunOptions, _field: attrs.Attribute[str], value: object) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigurationError("continuation_prompt must be a non-blank string")
+
+
+def _check_scheduler(_options: RunOptions, _field: attrs.Attribute[Any], value: object) -> None:
+    if value is not None and not hasattr(value, "wait"):
+        raise ConfigurationError(
+            f"scheduler must have an async wait(event, waker) method, got {value!r}"
+        )
+
+
+def _to_outcomes(values: Iterable[str]) -> tuple[str, ...]:
+    return tuple(values)
+
+
+def _check_outcomes(
+    _options: RunOptions, _field: attrs.Attribute[tuple[str, ...]], values: tuple[str, ...]
+) -> None:
+    for outcome in values:
+        if not isinstance(outcome, str) or not outcome.strip():
+            raise ConfigurationError(f"outcomes must be non-blank strings, got {outcome!r}")
+    if len(set(values)) != len(values):
+        raise ConfigurationError(f"outcomes has duplicates: {values!r}")
+
+
+def _check_positive(_options: RunOptions, _field: attrs.Attribute[float], value: float) -> None:
+    if value <= 0:
+        raise ConfigurationError("lease_ttl and control_poll must be > 0 seconds")
+
+
+def _positive_seconds(default: float) -> Any:
+    """A seconds option that must be more than 0 (a period, not a limit)."""
+    return attrs.field(
+        default=default,
+        converter=attrs.Converter(_to_seconds, takes_field=True),
+        validator=_check_positive,
+    )
 
 
 #: The default clock; it keeps no state, so every run shares one.
 _SYSTEM_CLOCK = SystemClock()
 
-_SECONDS = (
-    "control_poll",
-    "supervisor_timeout",
-    "pause_max",
-    "max_wallclock",
-    "per_turn_timeout",
-    "schedule_tool_max_defer",
-    "max_defer",
-    "tool_timeout",
-    "lease_ttl",
-)
-_COUNTS = {
-    "max_turns": 0,
-    "max_input_tokens": 0,
-    "max_output_tokens": 0,
-    "max_model_calls_per_turn": 1,
-    "max_tool_result_chars": 1,
-    "history_turns": 0,
-}
-
 
 @attrs.frozen(kw_only=True)
 class RunOptions:
-    """Every option of a run, validated; built from the entry points' keyword arguments."""
+    """Every option of a run, validated; built from the entry points' keyword arguments.
 
-    max_turns: int = 50
-    max_input_tokens: int = 0
-    max_output_tokens: int = 0
-    max_cost_usd: float = 0.0
-    max_wallclock: float = 0.0
-    per_turn_timeout: float = 0.0
-    continuation_prompt: str = "continue"
-    done_tool_name: str = "report_done"
+    Each field checks (and where needed converts) itself: seconds become floats, outcomes a
+    tuple; a bad value raises :class:`ConfigurationError` naming the option.
+    """
+
+    max_turns: int = _count(50)
+    max_input_tokens: int = _count(0)
+    max_output_tokens: int = _count(0)
+    max_cost_usd: float = attrs.field(default=0.0, converter=_to_money)
+    max_wallclock: float = _seconds(0.0)
+    per_turn_timeout: float = _seconds(0.0)
+    continuation_prompt: str = attrs.field(default="continue", validator=_check_prompt)
+    done_tool_name: str = attrs.field(default="report_done", validator=_check_tool_name)
     done_tool_description: str | None = None
-    before_turn: BeforeTurn | None = None
-    progress: ProgressCallback | None = None
-    retry_policy: RetryPolicy | None = None
-    scheduler: Scheduler | None = None
-    schedule_tool_name: str = "schedule_next_turn"
+    before_turn: BeforeTurn | None = attrs.field(default=None, validator=_check_callable)
+    progress: ProgressCallback | None = attrs.field(default=None, validator=_check_callable)
+    retry_policy: RetryPolicy | None = attrs.field(default=None, validator=_check_callable)
+    scheduler: Scheduler | None = attrs.field(default=None, validator=_check_scheduler)
+    schedule_tool_name: str = attrs.field(default="schedule_next_turn", validator=_check_tool_name)
     schedule_tool_description: str | None = None
-    schedule_tool_max_defer: float = 0.0
-    max_defer: float = 0.0
+    schedule_tool_max_defer: float = _seconds(0.0)
+    max_defer: float = _seconds(0.0)
     permissions_gate: Gate | None = None
     pricing: Pricing | None = None
     tracker: Tracker | None = None
-    max_model_calls_per_turn: int = 25
-    tool_timeout: float = 300.0
-    max_tool_result_chars: int = 8000
-    outcomes: tuple[str, ...] = ()
+    max_model_calls_per_turn: int = _count(25, minimum=1)
+    tool_timeout: float = _seconds(300.0)
+    max_tool_result_chars: int = _count(8000, minimum=1)
+    outcomes: tuple[str, ...] = attrs.field(
+        default=(), converter=_to_outcomes, validator=_check_outcomes
+    )
     result_schema: dict[str, Any] | None = None
-    history_turns: int = 50
+    history_turns: int = _count(50)
     clock: Clock = _SYSTEM_CLOCK
-    lease_ttl: float = 30.0
-    control_poll: float = 0.5
-    supervisor: Any = None
-    supervisor_timeout: float = 30.0
-    pause_max: float = 0.0
-    telemetry: Any = None
+    lease_ttl: float = _positive_seconds(30.0)
+    control_poll: float = _positive_seconds(0.5)
+    supervisor: SupervisorFn | None = attrs.field(default=None, validator=_check_callable)
+    supervisor_timeout: float = _seconds(30.0)
+    pause_max: float = _seconds(0.0)
+    telemetry: Telemetry | None = None
 
     def __attrs_post_init__(self) -> None:
-        # Runs once per run: values that are already valid (the defaults, mostly) skip the full
-        # checks, which then decide only for the rest.
-        fix = object.__setattr__  # normalising a frozen instance while it is being built
-        for name in _SECONDS:
-            value = getattr(self, name)
-            if type(value) is not float or not 0.0 <= value < math.inf:
-                fix(self, name, _seconds(name, value))
-        for name, minimum in _COUNTS.items():
-            value = getattr(self, name)
-            if type(value) is not int or value < minimum:
-                _count(name, value, minimum)
-        fix(self, "max_cost_usd", _money(self.max_cost_usd))
-        for name in ("done_tool_name", "schedule_tool_name"):
-            _tool_name(name, getattr(self, name))
-        for name in ("before_turn", "progress", "retry_policy", "supervisor"):
-            _optional_callable(name, getattr(self, name))
-        if type(self.outcomes) is not tuple:
-            fix(self, "outcomes", tuple(self.outcomes))
-        if not isinstance(self.continuation_prompt, str) or not self.continuation_prompt.strip():
-            raise ConfigurationError("continuation_prompt must be a non-blank string")
+        # The checks that involve two options; each option has checked itself by now.
         if self.done_tool_name == self.schedule_tool_name:
             raise ConfigurationError(
                 f"done_tool_name and schedule_tool_name are both {self.done_tool_name!r}"
             )
-        if self.scheduler is not None and not hasattr(self.scheduler, "wait"):
-            raise ConfigurationError(
-                f"scheduler must have an async wait(event, waker) method, got {self.scheduler!r}"
-            )
-        for outcome in self.outcomes:
-            if not isinstance(outcome, str) or not outcome.strip():
-                raise ConfigurationError(f"outcomes must be non-blank strings, got {outcome!r}")
         if self.result_schema is not None and not self.outcomes:
             raise ConfigurationError("result_schema needs an outcome set (outcomes=...)")
-        if len(set(self.outcomes)) != len(self.outcomes):
-            raise ConfigurationError(f"outcomes has duplicates: {self.outcomes!r}")
-        if self.lease_ttl <= 0 or self.control_poll <= 0:
-            raise ConfigurationError("lease_ttl and control_poll must be > 0 seconds")
+
+
+class RunKwargs(TypedDict, total=False):
+    """The keyword options of ``run_autonomous``, ``start_autonomous`` and ``resume_autonomous``.
+
+    One key per field of :class:`RunOptions`, typed as the entry points take it (seconds as a
+    number or a ``timedelta``, outcomes as any iterable of strings). For callers that pass
+    options along: ``def run(goal: str, **options: Unpack[RunKwargs])``.
+    """
+
+    max_turns: int
+    max_input_tokens: int
+    max_output_tokens: int
+    max_cost_usd: float
+    max_wallclock: Seconds
+    per_turn_timeout: Seconds
+    continuation_prompt: str
+    done_tool_name: str
+    done_tool_description: str | None
+    before_turn: BeforeTurn | None
+    progress: ProgressCallback | None
+    retry_policy: RetryPolicy | None
+    scheduler: Scheduler | None
+    schedule_tool_name: str
+    schedule_tool_description: str | None
+    schedule_tool_max_defer: Seconds
+    max_defer: Seconds
+    permissions_gate: Gate | None
+    pricing: Pricing | None
+    tracker: Tracker | None
+    max_model_calls_per_turn: int
+    tool_timeout: Seconds
+    max_tool_result_chars: int
+    outcomes: Iterable[str]
+    result_schema: dict[str, Any] | None
+    history_turns: int
+    clock: Clock
+    lease_ttl: Seconds
+    control_poll: Seconds
+    supervisor: SupervisorFn | None
+    supervisor_timeout: Seconds
+    pause_max: Seconds
+    telemetry: Telemetry | None
 
 
 _OPTION_NAMES = frozenset(a.name for a in attrs.fields(RunOptions))
 
 
-def make_options(kwargs: dict[str, Any]) -> RunOptions:
+def make_options(kwargs: Mapping[str, Any]) -> RunOptions:
     """RunOptions from keyword arguments; an unknown keyword is a clear ConfigurationError."""
     if not _OPTION_NAMES.issuperset(kwargs):
         unknown = ", ".join(sorted(set(kwargs) - _OPTION_NAMES))

@@ -1,4 +1,5 @@
-"""What the model reads of a tool call's outcome: its value or its error, rendered as text."""
+"""What a tool call came to: its outcome, and its value or error rendered as the text the model
+reads."""
 
 from __future__ import annotations
 
@@ -9,6 +10,25 @@ from typing import Any
 import attrs
 
 from ._text import cleaned
+
+
+class ToolOutcome(enum.StrEnum):
+    """How a tool call ended; the values are the ``outcome`` strings of ``ToolResult`` events,
+    ``ToolCalled`` progress events, logs and telemetry."""
+
+    #: The tool returned (or the run's own tool acknowledged the call).
+    OK = "ok"
+    #: The tool raised, or its result could not be rendered.
+    ERROR = "error"
+    #: The tool ran past its timeout.
+    TIMEOUT = "timeout"
+    #: The permission gate refused the call.
+    DENIED = "denied"
+    #: The call was refused before anything ran: an unknown tool, arguments that do not fit,
+    #: or arguments the run's own tool (done, schedule) does not accept.
+    REJECTED = "rejected"
+    #: A crash cut the call short and its tool is not idempotent, so it was not run again.
+    INTERRUPTED = "interrupted"
 
 
 def format_result(value: Any, max_chars: int) -> str:

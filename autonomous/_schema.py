@@ -17,14 +17,19 @@ import attrs
 
 from autonomous._errors import ConfigurationError
 
-#: JSON Schema type names of the Python scalars.
-_SCALARS: dict[Any, str] = {
+#: The JSON Schema type name of each Python type ``json.loads`` produces (by exact type: a bool
+#: is a boolean, never an integer).
+JSON_TYPES: dict[type, str] = {
     str: "string",
     int: "integer",
     float: "number",
     bool: "boolean",
+    list: "array",
+    dict: "object",
     type(None): "null",
 }
+#: JSON Schema type names of the Python scalars.
+_SCALARS: dict[Any, str] = {t: n for t, n in JSON_TYPES.items() if n not in ("array", "object")}
 _ARRAYS: frozenset[Any] = frozenset(
     {list, tuple, set, frozenset, abc.Sequence, abc.MutableSequence, abc.Set, abc.MutableSet}
     | {abc.Collection, abc.Iterable}
@@ -190,7 +195,7 @@ def needs_structuring(tp: Any) -> bool:
 
 def _parameters(fn: Callable[..., Any], label: str) -> list[tuple[inspect.Parameter, Any]]:
     """Pair each parameter the model fills with its type hint, refusing those it cannot fill."""
-    target, bound = _unwrap(fn)
+    target, bound = unwrap_partial(fn)
     try:
         signature = inspect.signature(fn)
         hints = _type_hints(target)
@@ -225,7 +230,7 @@ IDEMPOTENCY_KEY = "idempotency_key"
 def wants_idempotency_key(fn: Callable[..., Any]) -> bool:
     """Whether ``fn`` declares a regular or keyword-only ``idempotency_key`` parameter that no
     ``functools.partial`` binds (the runtime then passes the call's key to it)."""
-    _, bound = _unwrap(fn)
+    _, bound = unwrap_partial(fn)
     try:
         param = inspect.signature(fn).parameters.get(IDEMPOTENCY_KEY)
     except (TypeError, ValueError):
@@ -233,7 +238,7 @@ def wants_idempotency_key(fn: Callable[..., Any]) -> bool:
     return param is not None and param.kind in _KINDS_WITH_SCHEMA and IDEMPOTENCY_KEY not in bound
 
 
-def _unwrap(fn: Any) -> tuple[Any, frozenset[str]]:
+def unwrap_partial(fn: Any) -> tuple[Any, frozenset[str]]:
     """Return the callable under any ``functools.partial`` layers and the keywords they bind."""
     bound: set[str] = set()
     while isinstance(fn, functools.partial):
@@ -253,14 +258,14 @@ def _type_hints(target: Any) -> dict[str, Any]:
 
 def _label(fn: Any) -> str:
     """Name a callable in error messages."""
-    target, _ = _unwrap(fn)
+    target, _ = unwrap_partial(fn)
     name = getattr(target, "__qualname__", None) or type(target).__qualname__
     return f"{name!s}()"
 
 
 def _doc_of(fn: Any) -> str | None:
     """Return the cleaned docstring of a callable (an object's ``__call__``, else its class)."""
-    target, _ = _unwrap(fn)
+    target, _ = unwrap_partial(fn)
     if inspect.isroutine(target) or isinstance(target, type):
         return inspect.getdoc(target)
     call_doc = inspect.getdoc(type(target).__call__) if callable(target) else None

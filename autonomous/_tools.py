@@ -18,26 +18,17 @@ import cattrs
 from autonomous._errors import ConfigurationError
 from autonomous._schema import (
     IDEMPOTENCY_KEY,
+    JSON_TYPES,
     description_from_doc,
     json_schema_for,
     needs_structuring,
     parameter_hints,
+    unwrap_partial,
     wants_idempotency_key,
 )
 from autonomous._text import cleaned
 
 _NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
-
-#: The JSON type name of each Python type ``json.loads`` produces.
-_JSON_TYPES: dict[type, str] = {
-    str: "string",
-    int: "integer",
-    float: "number",
-    bool: "boolean",
-    list: "array",
-    dict: "object",
-    type(None): "null",
-}
 
 #: Converts JSON arguments into Enum members, attrs instances, tuples and sets for function tools.
 _CONVERTER = cattrs.Converter(use_alias=True, forbid_extra_keys=True)
@@ -68,7 +59,7 @@ class _Check:
 
         Raises ToolArgumentError when no alternative accepts it.
         """
-        kind = _JSON_TYPES[type(value)]
+        kind = JSON_TYPES[type(value)]
         if kind == "integer":
             if self.int_to_float:
                 value, kind = float(value), "number"
@@ -324,7 +315,7 @@ def parse_arguments(tool: Tool, raw: str) -> dict[str, Any]:
     else:
         args = {}
     if type(args) is not dict:
-        kind = _JSON_TYPES.get(type(args), type(args).__name__)
+        kind = JSON_TYPES.get(type(args), type(args).__name__)
         raise ToolArgumentError(f"arguments must be a JSON object, got {kind}")
     missing = [name for name in spec.required if name not in args]
     if missing:
@@ -396,7 +387,7 @@ def _members(values: list[Any] | None) -> frozenset[Any] | tuple[Any, ...] | Non
     """Enum values as (JSON type, value) pairs, so that ``1`` never matches ``true``."""
     if values is None:
         return None
-    pairs = tuple((_JSON_TYPES.get(type(value), "other"), value) for value in values)
+    pairs = tuple((JSON_TYPES.get(type(value), "other"), value) for value in values)
     try:
         return frozenset(pairs)
     except TypeError:  # an unhashable enum value (a list or an object): compare by equality
@@ -426,16 +417,14 @@ def _show(value: Any) -> str:
 
 def _default_name(fn: Any) -> str:
     """``__name__`` of the function under any partials, or the class name of a callable object."""
-    while isinstance(fn, functools.partial):
-        fn = fn.func
+    fn, _ = unwrap_partial(fn)
     name = getattr(fn, "__name__", None)
     return name if isinstance(name, str) else type(fn).__name__
 
 
 def _is_async(fn: Any) -> bool:
     """True for a coroutine function, a partial of one, or an object with an async ``__call__``."""
-    while isinstance(fn, functools.partial):
-        fn = fn.func
+    fn, _ = unwrap_partial(fn)
     if inspect.iscoroutinefunction(fn):
         return True
     if inspect.isroutine(fn) or not callable(fn):

@@ -245,8 +245,8 @@ class TurnRunner:
         fatal = False
         with tel.tool_span(turn, call.name) as span:
             if self.control.handles(call.name):
-                content = self.control.call(call.name, call.arguments, turn)
-                outcome = "ok" if content.startswith("acknowledged") else "rejected"
+                content, answered = self.control.call(call.name, call.arguments, turn)
+                outcome = answered.value
             elif isinstance(resolved := self._resolve(call), str):
                 content, outcome = resolved, "rejected"
             elif self.gate is not None and (

@@ -128,7 +128,12 @@ class Control:
 
 @attrs.frozen
 class Schedule:
-    """The model asked to be woken at ``wake_at`` with ``next_prompt``."""
+    """The model asked to be woken at ``wake_at`` with ``next_prompt``.
+
+    The runtime itself keeps a schedule in the turn's checkpoint (``next_wake_at``,
+    ``next_prompt``) and does not append this payload; the kind stays one the log stores and
+    reads, for programs that record schedules of their own.
+    """
 
     wake_at: datetime
     turn: int

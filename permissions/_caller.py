@@ -7,18 +7,21 @@ from collections.abc import Iterator, Mapping
 import attrs
 
 
+def _label_dict(data: Mapping[str, str] | None) -> dict[str, str]:
+    """A copy of ``data`` (None is empty), refusing what is not ``str -> str``."""
+    items = dict(data or {})
+    for key, value in items.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise TypeError(f"labels must map str to str, got {key!r}: {value!r}")
+    return items
+
+
+@attrs.define(eq=False, repr=False)
 class FrozenLabels(Mapping[str, str]):
     """An immutable, hashable ``str -> str`` mapping (a frozen copy of what was passed)."""
 
-    __slots__ = ("_data", "_hash")
-
-    def __init__(self, data: Mapping[str, str] | None = None) -> None:
-        items = dict(data or {})
-        for key, value in items.items():
-            if not isinstance(key, str) or not isinstance(value, str):
-                raise TypeError(f"labels must map str to str, got {key!r}: {value!r}")
-        self._data = items
-        self._hash: int | None = None
+    _data: dict[str, str] = attrs.field(factory=dict, converter=_label_dict)
+    _hash: int | None = attrs.field(default=None, init=False)  # computed on first use
 
     def __getitem__(self, key: str) -> str:
         return self._data[key]

@@ -1,8 +1,10 @@
 """The model edge: litellm (every model call) and local llama.cpp models, behind the Model protocol.
 
 Map:
-    _litellm.py       LiteLLMModel: the one place that imports litellm and sets its switches
-    _local.py         local/<name> models: litellm provider registration, LocalModel
+    _import.py        the one place that imports litellm (lazily) and sets its catalog switches
+    _litellm.py       LiteLLMModel: every model call goes through litellm.acompletion here
+    _local.py         local/<name> models: LocalModel, and the names of the local edge
+    _local_provider.py  the litellm provider ``local`` (register_local_models)
     _local_engine.py  the llama.cpp engine behind them: weights, tool prompts, tool-call parsing
 """
 

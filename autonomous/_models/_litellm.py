@@ -1,10 +1,7 @@
 """LiteLLMModel: the Model protocol over ``litellm.acompletion``, the one place litellm is called.
 
 litellm is imported on the first call, not at import time (the import takes seconds), in a worker
-thread so the event loop keeps running meanwhile. litellm's documented switches for the catalogs
-it would otherwise fetch from GitHub are set first, unless the environment already says otherwise:
-``LITELLM_LOCAL_MODEL_COST_MAP=True`` (the price map, fetched at import) and
-``LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS=True`` (fetched, blocking, on the first Anthropic call).
+thread so the event loop keeps running meanwhile, with its bundled catalogs (see ``_import.py``).
 Retries belong to the run's retry policy: unless the caller passes ``num_retries`` or
 ``max_retries``, both are 0, so neither litellm nor the OpenAI SDK under it repeats a failed call.
 Every failure becomes a :class:`ModelError` with litellm's exception as the ``__cause__``;
@@ -14,45 +11,43 @@ cancellation is never caught, and it aborts the HTTP request in flight.
 from __future__ import annotations
 
 import copy
-import importlib
 import json
-import os
-import sys
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-import anyio.to_thread
+import attrs
 
 from usage import Usage
 
 from .._errors import ModelError
 from .._model import Message, ModelResponse, ToolCall
+from ._import import import_litellm
 
 __all__ = ["LiteLLMModel"]
 
-#: litellm's documented switches to use its bundled copies instead of fetching them.
-_LOCAL_CATALOG_SWITCHES = ("LITELLM_LOCAL_MODEL_COST_MAP", "LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS")
 #: The longest error description kept in a ModelError message.
 _MAX_DESCRIPTION = 300
 
 
+@attrs.define(init=False, eq=False, repr=False)
 class LiteLLMModel:
     """A :class:`~autonomous._model.Model` that calls ``litellm.acompletion``.
 
     ``model`` is a litellm model string (``"openai/gpt-4o-mini"``, ``"anthropic/..."``); every
     keyword goes to ``litellm.acompletion`` unchanged (``api_base``, ``api_key``, ``temperature``,
     ``timeout`` ...). ``stream=True`` streams the answer and asks for usage in the stream; the
-    result is the same :class:`ModelResponse` either way.
+    result is the same :class:`ModelResponse` either way. Models compare by identity.
     """
 
-    __slots__ = ("_kwargs", "_model")
+    _model: str
+    _kwargs: dict[str, Any]
 
     def __init__(self, model: str, **completion_kwargs: Any) -> None:
         if not model.strip():
             raise ValueError("LiteLLMModel needs a model name, e.g. 'openai/gpt-4o-mini'")
         if model.startswith("local/"):  # fail now, naming the extra, not at the first call
-            from ._local import check_local_model
+            from ._local_engine import check_local_model
 
             check_local_model(model)
         self._model = model
@@ -76,9 +71,9 @@ class LiteLLMModel:
         self, messages: Sequence[Message], tools: Sequence[dict[str, Any]]
     ) -> ModelResponse:
         """One model call through litellm; raises :class:`ModelError` when it fails."""
-        litellm = await _import_litellm()
+        litellm = await import_litellm()
         if self._model.startswith("local/"):
-            from ._local import register_local_models
+            from ._local_provider import register_local_models
 
             register_local_models()  # idempotent
         kwargs = self._call_kwargs(tools)
@@ -106,17 +101,6 @@ class LiteLLMModel:
         if tools:
             kwargs["tools"] = copy.deepcopy(list(tools))
         return kwargs
-
-
-async def _import_litellm() -> Any:
-    """litellm, imported on first use in a worker thread, using its bundled catalogs."""
-    for switch in _LOCAL_CATALOG_SWITCHES:
-        os.environ.setdefault(switch, "True")
-    if "litellm" not in sys.modules:
-        await anyio.to_thread.run_sync(importlib.import_module, "litellm", abandon_on_cancel=True)
-    import litellm  # already loaded; waits if another thread is still loading it
-
-    return litellm
 
 
 # --------------------------------------------------------------------------- mapping
@@ -219,15 +203,13 @@ def _describe(exc: BaseException) -> str:
 # --------------------------------------------------------------------------- streaming
 
 
+@attrs.define
 class _PartialCall:
     """One tool call being put together from stream deltas."""
 
-    __slots__ = ("arguments", "id", "name")
-
-    def __init__(self) -> None:
-        self.id = ""
-        self.name = ""
-        self.arguments = ""
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
 
 
 class _StreamAccumulator:

@@ -34,13 +34,14 @@ the answer arrives in one piece at the end (tool calls first, then the text with
 
 from __future__ import annotations
 
-import os
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from .._errors import ConfigurationError
+import attrs
+
 from .._model import Message, ModelResponse
-from ._litellm import _LOCAL_CATALOG_SWITCHES, LiteLLMModel, _import_litellm
+from ._import import import_litellm
+from ._litellm import LiteLLMModel
 from ._local_engine import (
     EXTRA_INSTALL,
     KNOWN_MODELS,
@@ -48,8 +49,6 @@ from ._local_engine import (
     LocalEngine,
     LocalModelUnavailable,
     LocalWeights,
-    _chat_in_thread,
-    _require_llama_cpp,
     check_local_model,
     is_local_model,
 )
@@ -60,6 +59,7 @@ from ._local_engine import _call_params as _call_params  # noqa: PLC0414
 from ._local_engine import _forced_tools as _forced_tools  # noqa: PLC0414
 from ._local_engine import _parse_tool_calls as _parse_tool_calls  # noqa: PLC0414
 from ._local_engine import _plain_messages as _plain_messages  # noqa: PLC0414
+from ._local_provider import register_local_models
 
 __all__ = [
     "EXTRA_INSTALL",
@@ -75,133 +75,7 @@ __all__ = [
 ]
 
 
-# --------------------------------------------------------------------------- litellm
-
-
-def _make_provider(litellm: Any, engine: LocalEngine) -> Any:
-    """A ``litellm.CustomLLM`` serving ``local/<name>`` from ``engine``."""
-
-    class LocalProvider(litellm.CustomLLM):  # type: ignore[misc]
-        """litellm's handler for ``local/<name>``: runs the model in ``engine``."""
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.engine = engine
-
-        def completion(
-            self,
-            model: str,
-            messages: list[dict[str, Any]],
-            optional_params: dict[str, Any],
-            **kwargs: Any,
-        ) -> Any:
-            """A blocking completion (``litellm.completion``), in the caller's thread."""
-            return litellm.ModelResponse(**engine.chat(model, messages, optional_params))
-
-        async def acompletion(
-            self,
-            model: str,
-            messages: list[dict[str, Any]],
-            optional_params: dict[str, Any],
-            **kwargs: Any,
-        ) -> Any:
-            """An async completion (``litellm.acompletion``), generated in a worker thread.
-
-            litellm's ``timeout`` (seconds; 600 unless the caller sets one) bounds the call.
-            """
-            timeout = kwargs.get("timeout")
-            seconds = float(timeout) if isinstance(timeout, int | float) and timeout > 0 else None
-            raw = await _chat_in_thread(engine, model, messages, optional_params, seconds)
-            return litellm.ModelResponse(**raw)
-
-        async def astreaming(
-            self,
-            model: str,
-            messages: list[dict[str, Any]],
-            optional_params: dict[str, Any],
-            **kwargs: Any,
-        ) -> AsyncIterator[dict[str, Any]]:
-            """``stream=True``: the whole answer, then replayed as litellm stream chunks."""
-            raw = await self.acompletion(model, messages, optional_params, **kwargs)
-            for chunk in _stream_chunks(raw.model_dump()):
-                yield chunk
-
-    return LocalProvider()
-
-
-def _stream_chunks(raw: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """An OpenAI response as litellm ``GenericStreamingChunk`` dicts: calls, then text + usage."""
-    choice = raw["choices"][0]
-    message = choice["message"]
-    chunks: list[dict[str, Any]] = [
-        {
-            "text": "",
-            "tool_use": dict(call, index=index),
-            "is_finished": False,
-            "finish_reason": "",
-            "usage": None,
-            "index": 0,
-        }
-        for index, call in enumerate(message.get("tool_calls") or ())
-    ]
-    usage = raw.get("usage") or {}
-    chunks.append(
-        {
-            "text": message.get("content") or "",
-            "tool_use": None,
-            "is_finished": True,
-            "finish_reason": choice.get("finish_reason") or "stop",
-            "usage": {
-                "prompt_tokens": usage.get("prompt_tokens", 0),
-                "completion_tokens": usage.get("completion_tokens", 0),
-                "total_tokens": usage.get("total_tokens", 0),
-            },
-            "index": 0,
-        }
-    )
-    return chunks
-
-
-def register_local_models(engine: LocalEngine | None = None) -> LocalEngine:
-    """Make ``local/<name>`` model strings work in litellm (and so in :class:`Agent`).
-
-    Idempotent: a second call returns the engine already registered, so its loaded models are
-    kept. Passing an ``engine`` (other context size or threads) replaces the registered one.
-    Call it from one thread at a time (it edits litellm's provider list).
-    Imports litellm when it is not loaded yet (seconds; in async code, import it in a thread
-    first). Raises :class:`LocalModelUnavailable` when llama-cpp-python is not installed.
-    """
-    _require_llama_cpp()
-    litellm = _load_litellm()
-    providers = litellm.custom_provider_map
-    for index, item in enumerate(providers):
-        if item.get("provider") != LOCAL_PROVIDER:
-            continue
-        current = getattr(item.get("custom_handler"), "engine", None)
-        if not isinstance(current, LocalEngine):
-            raise ConfigurationError(
-                f"litellm already has a custom provider named {LOCAL_PROVIDER!r} that is not ours"
-            )
-        if engine is None or engine is current:
-            return current
-        del providers[index]
-        break
-    engine = engine if engine is not None else LocalEngine()
-    providers.append(
-        {"provider": LOCAL_PROVIDER, "custom_handler": _make_provider(litellm, engine)}
-    )
-    return engine
-
-
-def _load_litellm() -> Any:
-    """litellm, imported with its bundled catalogs (as :mod:`autonomous._models._litellm` does)."""
-    for switch in _LOCAL_CATALOG_SWITCHES:
-        os.environ.setdefault(switch, "True")
-    import litellm
-
-    return litellm
-
-
+@attrs.define(init=False, eq=False, repr=False)
 class LocalModel(LiteLLMModel):
     """A local model as a :class:`~autonomous._model.Model`: ``Agent(LocalModel("smollm2"))``.
 
@@ -209,8 +83,6 @@ class LocalModel(LiteLLMModel):
     name fails here, at once, and the first call registers the provider itself. Keywords go to
     ``litellm.acompletion`` (``max_tokens``, ``temperature``, ``seed`` ...).
     """
-
-    __slots__ = ()
 
     def __init__(self, name: str = "smollm2", **completion_kwargs: Any) -> None:
         model = name if is_local_model(name) else f"{LOCAL_PROVIDER}/{name}"
@@ -221,6 +93,6 @@ class LocalModel(LiteLLMModel):
         self, messages: Sequence[Message], tools: Sequence[dict[str, Any]]
     ) -> ModelResponse:
         """One call of the local model through litellm (registering the provider first)."""
-        await _import_litellm()
+        await import_litellm()
         register_local_models()
         return await super().complete(messages, tools)
