@@ -1,10 +1,10 @@
 """The run's state as one value: totals, goal, next prompt and wake, done signal, retries.
 
 It turns into a checkpoint and a result, and a checkpoint turns back into it (resume, and a
-session that finished already). A small mutable attrs class with one owner: the loop writes it
-between turns, and the turn runner adds each model call to its :class:`Tally` (the totals are
-rebuilt call by call, so a frozen value would have to be handed back through every layer of a
-turn at every call).
+session that finished already). A small mutable attrs class with one writer at a time: the run
+while it starts (resume) and ends (the exit's reason), the loop in between, and within a turn
+the turn runner, which adds each model call to its :class:`Tally`. Frozen and evolved, it would
+have to be handed back up through every layer of a turn at every model call.
 """
 
 from __future__ import annotations
@@ -82,7 +82,6 @@ class RunState:
             state = cls(Tally(restored.totals), restored.goal, continuation_prompt)
         else:
             state = cls.from_checkpoint(cp, goal=restored.goal, totals=restored.totals)
-        state.goal = restored.goal or state.goal
         if restored.woken:
             state.next_wake_at = None
         state.resumed_turn = restored.unfinished
