@@ -3,7 +3,8 @@
 Map (the core is flat here; its edges are the sub-packages at the end):
     _driver.py        run_autonomous, start_autonomous, resume_autonomous (the entry points)
     _run.py           one run's lifecycle: build, session, lease, resume, exits, checkpoints
-    _loop.py          the turn loop: budgets, hooks, pause, inbox, one turn, what follows, the wait
+    _run_state.py     RunState: the run's state as one value (to and from checkpoints, results)
+    _loop.py          the turn loop over a RunState, handed its parts (LoopDeps): turns, the waits
     _turn.py          one turn: model calls and tool calls, budgets between model calls
     _decide.py        the loop's decisions as pure functions (budgets, next step, wake clamp)
     _handle.py        AutonomousHandle
@@ -14,14 +15,14 @@ Map (the core is flat here; its edges are the sub-packages at the end):
     _results.py       ToolOutcome, and a tool call's value or error as the text the model reads
     _text.py          cleaning model and tool text at the edges (lone surrogates)
     _exit_tools.py    the exit tools: the done tool and the schedule tool
-    _control_requests.py  the run's control requests: pause, resume, stop, inject, wake
+    _control_requests.py  RunControls: pause, resume, stop, inject, wake; ControlAction
     _conversation.py  the messages the model sees and the events that record them
     _inbox.py         the inbox and the wake signal
     _progress.py      typed progress events and their fan-out
     _options.py       RunOptions (every keyword option, validated) and RunKwargs (their types)
     _result.py        StopReason, AutonomousStatus, RetryDecision, RunResult
     _remote.py        send_inject / send_control: control a session through its event log
-    _durable.py       the session lease, the log watcher, the resume wait
+    _durable.py       the session lease and its heartbeat, the log watcher
     _restore.py       rebuilding a run from its session's log (unfinished turns included)
     _session_state.py a session's state from outside a run: completed, stopped, the horizon
     _supervisor.py    supervisors: decisions, rules, the snapshot they see; _judge.py the LLM judge

@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable
+import enum
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import attrs
 
-from eventlog import Control, Event, EventLog, InboxQueued, Originator, SessionKey, new_event_id
+from eventlog import (
+    Control,
+    Event,
+    EventKind,
+    EventLog,
+    InboxQueued,
+    Originator,
+    SessionKey,
+    new_event_id,
+)
 
 from ._errors import ConfigurationError, RunFinished
 from ._inbox import Inbox, InboxMessage, Wake
 from ._progress import Paused, ProgressHub, Resumed
-from ._result import AutonomousStatus, RunResult
+from ._result import AutonomousStatus
 
 if TYPE_CHECKING:
     from ._conversation import Conversation
@@ -22,84 +31,96 @@ if TYPE_CHECKING:
 HANDLE_AUTHOR = "handle"
 
 
+class ControlAction(enum.StrEnum):
+    """What a control event asks of a run (the value is what the log stores)."""
+
+    PAUSE = "pause"
+    RESUME = "resume"
+    STOP = "stop"
+    WAKE = "wake"
+
+
+@attrs.define(eq=False)
 class Latch:
-    """A set-once flag whose waiters each park on a bare future of the running loop.
+    """A set-once flag; the event behind it is made by the first waiter (most latches of a
+    run are never waited for, and an idle event costs more than the rest of a small run)."""
 
-    ``anyio.Event`` makes an ``asyncio.Event`` and its deque up front: most of what a handle's
-    ``wait()`` held per parked run. The library targets asyncio, so a future per waiter does.
-    """
-
-    __slots__ = ("_set", "_waiters")
-
-    def __init__(self) -> None:
-        self._set = False
-        self._waiters: list[asyncio.Future[None]] | None = None
+    _set: bool = attrs.field(default=False, init=False)
+    _event: anyio.Event | None = attrs.field(default=None, init=False)
 
     def set(self) -> None:
         """Set the flag and wake every waiter; idempotent (call it on the loop's thread)."""
         self._set = True
-        waiters, self._waiters = self._waiters, None
-        for future in waiters or ():
-            if not future.done():
-                future.set_result(None)
+        if self._event is not None:
+            self._event.set()
 
     def is_set(self) -> bool:
         """True once set."""
         return self._set
 
-    def wait(self) -> Awaitable[None]:
-        """Wait until the flag is set (a checkpoint when it already is): ``await latch.wait()``.
-
-        A plain method handing out the future itself: a waiter holds no coroutine frame of ours.
-        """
+    async def wait(self) -> None:
+        """Wait until the flag is set (a checkpoint when it already is)."""
         if self._set:
-            return anyio.lowlevel.checkpoint()
-        future = asyncio.get_running_loop().create_future()
-        # Drop the futures of waiters that were cancelled; the live ones stay.
-        waiters = [f for f in self._waiters if not f.done()] if self._waiters else []
-        waiters.append(future)
-        self._waiters = waiters
-        return future
+            await anyio.lowlevel.checkpoint()
+            return
+        if self._event is None:
+            self._event = anyio.Event()
+        await self._event.wait()
 
 
+@attrs.define(eq=False)
 class RunControls:
-    """Pause, resume, stop, inject and wake for :class:`Run` (a mixin: Run owns the state)."""
+    """Pause, resume, stop, inject and wake for one run, and the status they change.
 
-    __slots__ = (
-        "_phase", "_scope", "_unpause", "_wake", "conv", "done", "failure", "hub", "inbox",
-        "key", "log", "parked", "paused", "ready", "result", "status", "stop_requested",
-    )  # fmt: skip
+    The handle calls the ``request_*`` methods and :meth:`inject`; the log watch calls
+    :meth:`apply_remote`; the loop parks in :meth:`park` and marks its sleeps with
+    :meth:`set_idle`; the run sets :attr:`scope`, :attr:`conv` and the end.
+    """
 
     inbox: Inbox
     hub: ProgressHub
-    ready: Latch
-    done: Latch
-    status: AutonomousStatus
-    result: RunResult | None
-    failure: BaseException | None
-    stop_requested: bool
-    paused: bool
-    parked: bool
-    key: SessionKey | None
-    conv: Conversation | None
+    #: The run's logger (bound to the session once the agent is built).
     log: Any
-    _phase: anyio.Event | None
-    _unpause: anyio.Event | None
-    _scope: anyio.CancelScope | None
-    _wake: Wake | None
+    status: AutonomousStatus = AutonomousStatus.RUNNING
+    stop_requested: bool = False
+    paused: bool = False
+    #: The loop is parked (paused, or asleep until a wake).
+    parked: bool = False
+    #: The run has its result: control requests are refused from now on.
+    ended: bool = False
+    #: The run's own failure (a failing build), raised by the handle's ready() and wait().
+    failure: BaseException | None = None
+    ready: Latch = attrs.field(factory=Latch)
+    done: Latch = attrs.field(factory=Latch)
+    #: The run's cancel scope, once it runs.
+    scope: anyio.CancelScope | None = None
+    #: The wake signal, made when the run starts (it belongs to the run's event loop).
+    wake: Wake | None = None
+    #: The session's conversation, once the agent is built (injects go to its log).
+    conv: Conversation | None = None
+    # Made on first use: an idle Event costs more memory than the rest of a small run.
+    _phase: anyio.Event | None = attrs.field(default=None, init=False)
+    _unpause: anyio.Event | None = attrs.field(default=None, init=False)
 
     def _notify(self) -> None:
         event, self._phase = self._phase, None
         if event is not None:
             event.set()
 
-    def _set_idle(self, idle: bool) -> None:
+    def end(self) -> None:
+        """The run has unwound: wake everything that waits for it."""
+        self.ready.set()
+        self.done.set()
+        self._notify()
+
+    def set_idle(self, idle: bool) -> None:
+        """Mark the loop asleep (or awake again): a paused sleeping run reports ``paused``."""
         self.parked = idle
         if idle and self.paused:
             self.status = AutonomousStatus.PAUSED
         self._notify()
 
-    async def _park(self, turn: int, pause_max: float = 0.0) -> bool:
+    async def park(self, turn: int, pause_max: float = 0.0) -> bool:
         """Park while paused; False when the pause outlived ``pause_max`` (0 = no limit)."""
         if not self.paused:
             return True
@@ -126,7 +147,7 @@ class RunControls:
             await self.hub.emit(turn, Resumed(turn))
         return True
 
-    def _set_paused(self, paused: bool) -> bool:
+    def set_paused(self, paused: bool) -> bool:
         """Flip the pause request; True when it changed."""
         if self.paused == paused:
             return False
@@ -143,8 +164,8 @@ class RunControls:
     async def request_pause(self, caller: Originator | None = None) -> None:
         """Ask the loop to park at the next turn boundary; returns once it has (or ended)."""
         self._check_live("pause")
-        if self._set_paused(True):
-            await self._control_note("pause", caller)
+        if self.set_paused(True):
+            await self.note(ControlAction.PAUSE, caller)
         while not (self.parked or self.done.is_set() or not self.paused):
             if self._phase is None:
                 self._phase = anyio.Event()
@@ -155,16 +176,16 @@ class RunControls:
     async def request_resume(self, caller: Originator | None = None) -> None:
         """Let a paused loop go on; a no-op when not paused."""
         self._check_live("resume")
-        if self._set_paused(False):
-            await self._control_note("resume", caller)
+        if self.set_paused(False):
+            await self.note(ControlAction.RESUME, caller)
 
     def cancel(self) -> None:
         """Stop the run without waiting (safe from inside the run's own tasks)."""
         if not self.stop_requested and not self.done.is_set():
             self.stop_requested = True
             self.status = AutonomousStatus.STOPPED
-            if self._scope is not None:
-                self._scope.cancel()
+            if self.scope is not None:
+                self.scope.cancel()
 
     async def request_stop(self) -> None:
         """Cancel the run and return once it has unwound; idempotent."""
@@ -173,8 +194,8 @@ class RunControls:
 
     def request_wake(self) -> None:
         """Interrupt a scheduled sleep (safe from any thread)."""
-        if self._wake is not None:
-            self._wake.request()
+        if self.wake is not None:
+            self.wake.request()
 
     async def inject(self, text: str, caller: Originator | None) -> None:
         """Append an inbox message to the log (durably), then queue it and wake the loop."""
@@ -185,26 +206,32 @@ class RunControls:
         if self.failure is not None:
             raise RunFinished("the run failed to start; nothing to inject into") from self.failure
         self._check_live("inject")
-        assert self.conv is not None and self.key is not None
+        assert self.conv is not None
         message_id = new_event_id()
         event = Event.create(
-            self.key, InboxQueued(message_id, text, caller), author=_author(caller)
+            self.conv.key, InboxQueued(message_id, text, caller), author=_author(caller)
         )
         (seq,) = await self.conv.log.append([event])
         self.inbox.add(InboxMessage(message_id, text, caller, seq))
         self.request_wake()
 
     def _check_live(self, what: str) -> None:
-        if self.done.is_set() or self.result is not None:
+        if self.done.is_set() or self.ended:
             raise RunFinished(f"cannot {what}: the run has ended ({self.status})")
 
-    async def _control_note(
-        self, action: str, caller: Originator | None, *, author: str = "", detail: str = ""
+    async def note(
+        self,
+        action: ControlAction,
+        caller: Originator | None,
+        *,
+        author: str = "",
+        detail: str = "",
     ) -> None:
-        if self.conv is None or self.key is None:
+        """Append a control event for ``action`` (what readers of the log see of it)."""
+        if self.conv is None:
             return
         who = f"{HANDLE_AUTHOR}:{author}" if author else _author(caller)
-        event = Event.create(self.key, Control(action, caller, detail), author=who)
+        event = Event.create(self.conv.key, Control(action.value, caller, detail), author=who)
         await self.conv.log.append([event])
 
     def apply_remote(self, event: Event) -> None:
@@ -215,13 +242,13 @@ class RunControls:
                 self.request_wake()
         elif isinstance(p, Control) and not event.author.startswith(HANDLE_AUTHOR):
             self.log.info("remote_control", action=p.action, author=event.author)
-            if p.action == "pause":
-                self._set_paused(True)
-            elif p.action == "resume":
-                self._set_paused(False)
-            elif p.action == "stop":
+            if p.action == ControlAction.PAUSE:
+                self.set_paused(True)
+            elif p.action == ControlAction.RESUME:
+                self.set_paused(False)
+            elif p.action == ControlAction.STOP:
                 self.cancel()
-            elif p.action == "wake":
+            elif p.action == ControlAction.WAKE:
                 self.request_wake()
 
 
@@ -232,7 +259,5 @@ def _author(caller: Originator | None) -> str:
 
 async def latest_control_seq(log: EventLog, key: SessionKey) -> int:
     """The seq of the session's newest inbox or control event (0: none)."""
-    from eventlog import EventKind
-
     last = await log.read_last(key, [EventKind.INBOX_QUEUED, EventKind.CONTROL], 1)
     return last[0].seq if last else 0

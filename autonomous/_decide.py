@@ -68,9 +68,11 @@ def call_budget(opts: RunOptions, totals: Totals, elapsed: float) -> StopReason 
 
 @attrs.frozen
 class Finish:
-    """End the run with ``reason``."""
+    """End the run with ``reason``; ``error`` is the turn or scheduler error behind
+    ``retry_policy_aborted`` (it goes into the result)."""
 
     reason: StopReason
+    error: BaseException | None = attrs.field(default=None, eq=False)
 
 
 @attrs.frozen
@@ -113,7 +115,7 @@ def after_turn(
             return Retry()
         if decision is RetryDecision.SKIP_TURN:
             return Continue(continuation_prompt)
-        return Finish(StopReason.RETRY_POLICY_ABORTED)
+        return Finish(StopReason.RETRY_POLICY_ABORTED, error)
     if schedule is not None:
         return Wait(schedule, schedule.next_prompt or continuation_prompt)
     return Continue(continuation_prompt)

@@ -1,9 +1,9 @@
-"""A run on a durable session: the lease and its heartbeat, the log watcher, resume and wake."""
+"""A run on a durable session: the lease and its heartbeat, and the log watcher."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
 
 import anyio
 import structlog
@@ -21,14 +21,10 @@ from eventlog import (
     SessionKey,
     utcnow,
 )
-from scheduler import Clock, ScheduleEvent, SleepScheduler
+from scheduler import Clock
 
 from ._control_requests import latest_control_seq
 from ._options import RunOptions
-from ._restore import Restored
-
-if TYPE_CHECKING:
-    from ._run import Run
 
 _WATCH_KINDS = (EventKind.INBOX_QUEUED, EventKind.CONTROL)
 _RELEASE_TIMEOUT = 5.0
@@ -42,10 +38,20 @@ class SessionKeeper:
     session over after our lease expired) stops the run, which then writes nothing more.
     Renewing and polling are two tasks of the run's task group (:meth:`start`), sleeping on
     the run's clock, so a test's :class:`scheduler.FakeClock` drives them too.
+
+    ``on_lost`` is called when a renewal finds the lease taken over; ``on_event`` with each
+    inbox or control event another process appended.
     """
 
-    def __init__(self, run: Run, log: EventLog, key: SessionKey, opts: RunOptions) -> None:
-        self.run = run
+    def __init__(
+        self,
+        log: EventLog,
+        key: SessionKey,
+        opts: RunOptions,
+        *,
+        on_lost: Callable[[], None],
+        on_event: Callable[[Event], None],
+    ) -> None:
         self.log = log
         self.key = key
         self.opts = opts
@@ -53,6 +59,8 @@ class SessionKeeper:
         self.lost = False
         self.releasing = False
         self.seen = 0
+        self._on_lost = on_lost
+        self._on_event = on_event
         # When the lease was taken and the watch began: the first renewal and poll are due
         # a period after these, however long the run took to start between them.
         self._taken_at = self._watch_from = opts.clock.now()
@@ -104,7 +112,7 @@ class SessionKeeper:
                 if self.releasing:  # our own release went first
                     return
                 self.lost = True
-                self.run.lease_lost()
+                self._on_lost()
                 return
             except EventLogError as exc:  # e.g. busy: try again; expiry decides, not one miss
                 _log.warning("lease_renewal_failed", error=type(exc).__name__)
@@ -135,7 +143,7 @@ class SessionKeeper:
             events = await self._read_past_bad_row()
         for event in events:
             self.seen = max(self.seen, event.seq)
-            self.run.apply_remote(event)
+            self._on_event(event)
 
     async def _read_past_bad_row(self) -> list[Event]:
         """The readable events before the first bad row, one read each; the bad row is
@@ -212,50 +220,3 @@ class _Ticker:
         await self._clock.sleep_until(self._due)
         now = self._clock.now()
         self._due = min(max(self._due + self._every, now), now + self._every)
-
-
-async def wait_for_wake(run: Run, wake_at: datetime) -> None:
-    """Sleep until ``wake_at`` on the run's clock; an inject or a wake request ends it early.
-
-    The same wait as :class:`scheduler.SleepScheduler`'s, so a resumed deferred session and a
-    sleeping one wake by the same rules.
-    """
-    await SleepScheduler(clock=run.opts.clock).wait(ScheduleEvent(wake_at), run.wake_signal)
-
-
-def apply_restored(run: Run, restored: Restored) -> None:
-    """Put a resumed run where its checkpoint (and any crashed turn after it) left it."""
-    cp = restored.checkpoint
-    run.tally.totals = restored.totals
-    run.goal = restored.goal or run.goal
-    run.next_prompt = cp.next_prompt if cp is not None else run.opts.continuation_prompt
-    run.next_wake_at = cp.next_wake_at if cp is not None else None
-    if cp is not None:
-        run.tally.final_text = cp.final_text
-        run.done_detail, run.outcome, run.outcome_result = cp.done_detail, cp.outcome, cp.result
-        run.failed_attempts = cp.failed_attempts
-    for message_id in restored.delivered:
-        run.inbox.forget(message_id)
-    for message in restored.pending:
-        run.inbox.add(message)
-    if restored.paused:
-        run.paused = True
-    if restored.woken:  # a wake request sent while the session slept ends the wait
-        run.next_wake_at = None
-    run.resumed_turn = restored.unfinished
-    assert run.conv is not None
-    run.conv.goal = run.goal
-    unfinished = restored.unfinished
-    run.conv.load(restored.history, unfinished=unfinished.length if unfinished else 0)
-
-
-def describe(restored: Restored) -> dict[str, Any]:
-    """Log fields for a resume (numbers only)."""
-    return {
-        "checkpoint_seq": restored.checkpoint_seq,
-        "turns": restored.totals.turns,
-        "history_messages": len(restored.history),
-        "pending_inbox": len(restored.pending),
-        "unfinished_turn": restored.unfinished is not None,
-        "open_calls": len(restored.unfinished.calls) if restored.unfinished else 0,
-    }

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+import attrs
+
 from permissions import Caller
 
 from ._callers import to_originator
@@ -13,6 +15,7 @@ from ._result import AutonomousStatus, RunResult
 from ._run import Run
 
 
+@attrs.define(eq=False, repr=False)
 class AutonomousHandle:
     """The control surface of a run started with :func:`start_autonomous`.
 
@@ -21,46 +24,44 @@ class AutonomousHandle:
     idempotent; pause, resume and inject after the run ended raise :class:`RunFinished`.
     """
 
-    __slots__ = ("__weakref__", "_run")
-
-    def __init__(self, run: Run) -> None:
-        self._run = run
+    _run: Run
 
     async def ready(self) -> None:
         """Return once the agent is built and the run is going; raise the build error if not."""
-        await self._run.ready.wait()
-        if self._run.failure is not None:
-            raise self._run.failure
+        controls = self._run.controls
+        await controls.ready.wait()
+        if controls.failure is not None:
+            raise controls.failure
 
     async def inject(self, message: str) -> None:
         """Queue ``message`` for the next turn's ``[Inbox]`` block and wake a sleeping run.
 
         The message is in the event log before this returns, so a crash cannot lose it.
         """
-        await self._run.inject(message, None)
+        await self._run.controls.inject(message, None)
 
     async def inject_as(self, message: str, caller: Caller) -> None:
         """:meth:`inject` with the message's originator, passed to the permission gate."""
         if not isinstance(caller, Caller):
             raise ConfigurationError(f"inject_as needs a permissions.Caller, got {caller!r}")
-        await self._run.inject(message, to_originator(caller))
+        await self._run.controls.inject(message, to_originator(caller))
 
     async def pause(self) -> None:
         """Park the loop at the next turn boundary; returns once it has parked (or ended)."""
-        await self._run.request_pause()
+        await self._run.controls.request_pause()
 
     async def resume(self) -> None:
         """Let a paused run go on (a no-op when it is not paused)."""
-        await self._run.request_resume()
+        await self._run.controls.request_resume()
 
     def request_wake(self) -> None:
         """End a scheduled sleep now (no message); a no-op before start and after the end."""
-        self._run.request_wake()
+        self._run.controls.request_wake()
 
     @property
     def status(self) -> AutonomousStatus:
         """The run's lifecycle state now."""
-        return self._run.status
+        return self._run.controls.status
 
     @property
     def session_id(self) -> str | None:
@@ -69,13 +70,14 @@ class AutonomousHandle:
 
     async def stop(self) -> None:
         """Cancel the run (an in-flight model call too); returns once the loop has unwound."""
-        await self._run.request_stop()
+        await self._run.controls.request_stop()
 
     async def wait(self) -> RunResult:
         """Wait for the end and return the result; raises the run's own failure (a build error)."""
-        await self._run.done.wait()
-        if self._run.failure is not None:
-            raise self._run.failure
+        controls = self._run.controls
+        await controls.done.wait()
+        if controls.failure is not None:
+            raise controls.failure
         assert self._run.result is not None
         return self._run.result
 

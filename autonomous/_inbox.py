@@ -21,14 +21,13 @@ class InboxMessage:
     seq: int = 0
 
 
+@attrs.define(eq=False)
 class Inbox:
     """Messages in arrival order; a turn takes a snapshot and removes it only when it succeeds."""
 
-    __slots__ = ("_known", "_pending")
-
-    def __init__(self) -> None:
-        self._pending: list[InboxMessage] = []
-        self._known: set[str] | None = None  # made by the first message: most runs get none
+    _pending: list[InboxMessage] = attrs.field(factory=list, init=False)
+    #: The ids queued or delivered so far; made by the first message (most runs get none).
+    _known: set[str] | None = attrs.field(default=None, init=False)
 
     def add(self, message: InboxMessage) -> bool:
         """Queue ``message`` unless a message with its id is already queued or was delivered."""
@@ -74,21 +73,23 @@ def inbox_block(messages: tuple[InboxMessage, ...], prompt: str) -> str:
     return "\n".join(lines) + "\n\n" + prompt
 
 
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+@attrs.define(eq=False)
 class Wake:
     """The wake signal: set by inject or ``request_wake`` (from any thread), awaited by sleeps."""
 
-    __slots__ = ("_event", "_inbox", "_loop", "_requested", "_thread")
-
-    def __init__(self, inbox: Inbox) -> None:
-        self._inbox = inbox
-        self._requested = False
-        self._event: anyio.Event | None = None  # made when a sleep first waits
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread = threading.get_ident()
-        try:
-            self._loop = asyncio.get_running_loop()
-        except RuntimeError:
-            self._loop = None
+    _inbox: Inbox
+    _requested: bool = attrs.field(default=False, init=False)
+    _event: anyio.Event | None = attrs.field(default=None, init=False)  # made when a sleep waits
+    #: The loop and thread it was made on: a request from another thread is handed over.
+    _loop: asyncio.AbstractEventLoop | None = attrs.field(factory=_running_loop, init=False)
+    _thread: int = attrs.field(factory=threading.get_ident, init=False)
 
     def request(self) -> None:
         """Ask for a wake; safe from the loop's thread and from any other thread."""

@@ -1,31 +1,75 @@
 """The turn loop of a run: budgets, hooks, pause, inbox, one turn, what follows, the wait.
 
-Functions over the :class:`Run` that owns the state; the run owns the exits and checkpoints.
+Functions over the run's :class:`RunState`, handed the parts they talk to as one
+:class:`LoopDeps`; the run owns the exits and checkpoints and hands them in.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any, Protocol
 
 import anyio
 import attrs
 
 from eventlog import EventLogError, InboxDelivered
 from permissions import Caller
-from scheduler import Defer
+from scheduler import Defer, ScheduleEvent, SleepScheduler
+from usage import Pricing
 
 from ._agent import Agent
 from ._callers import to_caller
+from ._control_requests import ControlAction, RunControls
+from ._conversation import Conversation
 from ._decide import Continue, Finish, Retry, Step, Wait, after_turn, clamp_wake, turn_budget
 from ._errors import TurnError, TurnTimeout
+from ._exit_tools import ControlTools
 from ._inbox import InboxMessage, inbox_block
-from ._progress import TurnFinished, TurnStarted, Woke
+from ._options import RunOptions
+from ._progress import ProgressHub, TurnFinished, TurnStarted, Woke
 from ._result import RetryDecision, RunResult, StopReason
-from ._supervisor import AbortRun, PauseRun, Steer, consult, steer_message
+from ._run_state import RunState
+from ._supervisor import AbortRun, PauseRun, RecentEvents, Steer, consult, steer_message
+from ._telemetry import Telemetry
 from ._turn import BudgetReached, TurnRunner
 
-if TYPE_CHECKING:
-    from ._run import Run
+
+class Exit(Protocol):
+    """End the run for ``reason``: the result, after the final checkpoint."""
+
+    def __call__(
+        self, reason: StopReason, error: BaseException | None = None, *, why: str = ""
+    ) -> Awaitable[RunResult]: ...
+
+
+class WriteCheckpoint(Protocol):
+    """Append a checkpoint of the run's state (None: the run goes on)."""
+
+    def __call__(
+        self, stop_reason: StopReason | None, *, next_wake_at: datetime | None = None
+    ) -> Awaitable[None]: ...
+
+
+@attrs.frozen
+class LoopDeps:
+    """What the loop talks to (its state is the :class:`RunState` handed beside it)."""
+
+    opts: RunOptions
+    conv: Conversation
+    controls: RunControls
+    exit_tools: ControlTools
+    hub: ProgressHub
+    log: Any
+    telemetry: Telemetry
+    recent: RecentEvents | None
+    pricing: Pricing
+    #: Seconds since this process started the run.
+    elapsed: Callable[[], float]
+    #: Read what other processes appended to the inbox since the log watch last looked.
+    poll_inbox: Callable[[], Awaitable[None]]
+    checkpoint: WriteCheckpoint
+    exit: Exit
 
 
 @attrs.frozen
@@ -36,138 +80,161 @@ class _Attempt:
     calls_before: int
 
 
-async def run_loop(run: Run, agent: Agent) -> RunResult:
-    assert run.conv is not None
-    control = run.control_tools()
-    tools = {t.name: t for t in agent.tools}
-    runner = TurnRunner(
-        model=agent.model,
-        tools=tools,
-        specs=[t.spec() for t in agent.tools],
-        control=control,
-        conv=run.conv,
-        opts=run.opts,
-        pricing=await run._pricing(agent),
-        tracker=run.opts.tracker,
-        hub=run.hub,
-        gate=run.opts.permissions_gate,
-        tally=run.tally,
-        elapsed=run.elapsed,
-        log=run.log,
-        telemetry=run.telemetry,
-    )
-    run.log.info("run_started", max_turns=run.opts.max_turns)
+async def run_loop(deps: LoopDeps, state: RunState, agent: Agent) -> RunResult:
+    """Wait out a resumed session's sleep, then run turns until an exit; the result."""
+    if state.next_wake_at is not None:  # a resumed, deferred session: wait for its time
+        await _wait_resumed(deps, state, state.next_wake_at)
+    runner = _runner(deps, state, agent)
+    deps.log.info("run_started", max_turns=deps.opts.max_turns)
     while True:
-        reason = _budget(run)
+        reason = _budget(deps, state)
         if reason is not None:
-            return await run._exit(reason)
+            return await deps.exit(reason)
         await anyio.lowlevel.checkpoint()
-        turn = _next_turn(run)
-        aborted = await _supervise(run, turn)
+        turn = _next_turn(state)
+        aborted = await _supervise(deps, state, turn)
         if aborted is not None:
             return aborted
-        hook_error = await _before_turn(run, turn)
+        hook_error = await _before_turn(deps, turn)
         if hook_error is not None:
-            return await run._exit(StopReason.RETRY_POLICY_ABORTED, hook_error)
-        if run.paused and run.resumed_turn is None:
-            await run._checkpoint(None)  # says paused, to readers of the log
-        if not await run._park(turn, run.opts.pause_max):
-            why = f"paused longer than pause_max={run.opts.pause_max:g} s"
-            return await run._exit(StopReason.ABORTED, why=why)
-        reason = _budget(run)  # time passed while parked: a cap may have been reached
+            return await deps.exit(StopReason.RETRY_POLICY_ABORTED, hook_error)
+        if deps.controls.paused and state.resumed_turn is None:
+            await deps.checkpoint(None)  # says paused, to readers of the log
+        if not await deps.controls.park(turn, deps.opts.pause_max):
+            why = f"paused longer than pause_max={deps.opts.pause_max:g} s"
+            return await deps.exit(StopReason.ABORTED, why=why)
+        reason = _budget(deps, state)  # time passed while parked: a cap may have been reached
         if reason is not None:
-            return await run._exit(reason)
-        with run.telemetry.turn_span(turn):
-            run.telemetry.count_turn()
-            step = await _turn(run, runner, turn)
+            return await deps.exit(reason)
+        with deps.telemetry.turn_span(turn):
+            deps.telemetry.count_turn()
+            step = await _turn(deps, state, runner, turn)
         if isinstance(step, Finish):
-            return await run._exit(step.reason, run._turn_error)
+            return await deps.exit(step.reason, step.error)
         if isinstance(step, Wait):
-            finished = await _wait(run, step)
+            finished = await _wait(deps, state, step)
             if finished is not None:
                 return finished
 
 
-def _budget(run: Run) -> StopReason | None:
+def _runner(deps: LoopDeps, state: RunState, agent: Agent) -> TurnRunner:
+    return TurnRunner(
+        model=agent.model,
+        tools={t.name: t for t in agent.tools},
+        specs=[t.spec() for t in agent.tools],
+        control=deps.exit_tools,
+        conv=deps.conv,
+        opts=deps.opts,
+        pricing=deps.pricing,
+        tracker=deps.opts.tracker,
+        hub=deps.hub,
+        gate=deps.opts.permissions_gate,
+        tally=state.tally,
+        elapsed=deps.elapsed,
+        log=deps.log,
+        telemetry=deps.telemetry,
+    )
+
+
+async def _wait_resumed(deps: LoopDeps, state: RunState, wake_at: datetime) -> None:
+    """Sleep until ``wake_at``; an inject or a wake request ends it early.
+
+    The same wait as :class:`scheduler.SleepScheduler`'s, so a resumed deferred session and a
+    sleeping one wake by the same rules.
+    """
+    assert deps.controls.wake is not None
+    deps.controls.set_idle(True)
+    try:
+        await SleepScheduler(clock=deps.opts.clock).wait(ScheduleEvent(wake_at), deps.controls.wake)
+    finally:
+        deps.controls.set_idle(False)
+    state.next_wake_at = None
+    if deps.hub.active:
+        turns = state.tally.totals.turns
+        await deps.hub.emit(turns, Woke(turns))
+
+
+def _budget(deps: LoopDeps, state: RunState) -> StopReason | None:
     """The budget that ends the run before the next turn; a run whose done tool was called
     ends ``completed`` when no budget is left for the turn that delivers its inbox."""
-    reason = turn_budget(run.opts, run.tally.totals, run.elapsed())
-    if reason is not None and run.finishing:
+    totals = state.tally.totals
+    reason = turn_budget(deps.opts, totals, deps.elapsed())
+    if reason is not None and state.finishing:
         return StopReason.COMPLETED
     if (
         reason is StopReason.MAX_TURNS_EXCEEDED
-        and run.resumed_turn is not None
-        and run.tally.totals.turns == run.opts.max_turns
+        and state.resumed_turn is not None
+        and totals.turns == deps.opts.max_turns
     ):
         return None  # the unfinished turn is counted already: going on with it starts none
     return reason
 
 
-def _next_turn(run: Run) -> int:
+def _next_turn(state: RunState) -> int:
     """The number of the turn about to run (a resumed, unfinished turn keeps its own)."""
-    if run.resumed_turn is not None:
-        return run.resumed_turn.turn
-    return run.tally.totals.turns + 1
+    if state.resumed_turn is not None:
+        return state.resumed_turn.turn
+    return state.tally.totals.turns + 1
 
 
-async def _before_turn(run: Run, turn: int) -> BaseException | None:
-    if run.opts.before_turn is not None:
+async def _before_turn(deps: LoopDeps, turn: int) -> BaseException | None:
+    if deps.opts.before_turn is not None:
         try:
-            await run.opts.before_turn(turn)
+            await deps.opts.before_turn(turn)
         except anyio.get_cancelled_exc_class():
             raise
         except Exception as exc:
-            run.log.warning("before_turn_failed", turn=turn, error=type(exc).__name__)
+            deps.log.warning("before_turn_failed", turn=turn, error=type(exc).__name__)
             return exc
     return None
 
 
-async def _supervise(run: Run, turn: int) -> RunResult | None:
+async def _supervise(deps: LoopDeps, state: RunState, turn: int) -> RunResult | None:
     """Consult the supervisor at the turn boundary; an abort ends the run here."""
-    if run.opts.supervisor is None or run.recent is None:
+    if deps.opts.supervisor is None or deps.recent is None:
         return None
-    snapshot = run.recent.snapshot(
-        turn, caps=run.opts, spent=run.tally.totals, elapsed=run.elapsed()
+    snapshot = deps.recent.snapshot(
+        turn, caps=deps.opts, spent=state.tally.totals, elapsed=deps.elapsed()
     )
-    decision = await consult(run.opts.supervisor, snapshot, timeout=run.opts.supervisor_timeout)
+    decision = await consult(deps.opts.supervisor, snapshot, timeout=deps.opts.supervisor_timeout)
     if isinstance(decision, Steer):
-        run.log.info("supervisor_steer", turn=turn)
-        run.steer = steer_message(decision.message)
+        deps.log.info("supervisor_steer", turn=turn)
+        state.steer = steer_message(decision.message)
     elif isinstance(decision, PauseRun):
-        run.log.info("supervisor_pause", turn=turn, reason=decision.reason)
-        if run._set_paused(True):
-            await run._control_note("pause", None, author="supervisor", detail=decision.reason)
+        deps.log.info("supervisor_pause", turn=turn, reason=decision.reason)
+        if deps.controls.set_paused(True):
+            await deps.controls.note(
+                ControlAction.PAUSE, None, author="supervisor", detail=decision.reason
+            )
     elif isinstance(decision, AbortRun):
-        run.log.warning("supervisor_abort", turn=turn, reason=decision.reason)
-        return await run._exit(StopReason.ABORTED, why=decision.reason)
+        deps.log.warning("supervisor_abort", turn=turn, reason=decision.reason)
+        return await deps.exit(StopReason.ABORTED, why=decision.reason)
     return None
 
 
-async def _turn(run: Run, runner: TurnRunner, turn: int) -> Step:
-    assert run.conv is not None
-    control = run.control_tools()
-    control.reset()
-    run._turn_error = None
-    base_prompt = run.next_prompt
-    resumed, run.resumed_turn = run.resumed_turn, None
+async def _turn(deps: LoopDeps, state: RunState, runner: TurnRunner, turn: int) -> Step:
+    deps.exit_tools.reset()
+    base_prompt = state.next_prompt
+    inbox = deps.controls.inbox
+    resumed, state.resumed_turn = state.resumed_turn, None
     if resumed is not None:  # its prompt and answers are in the conversation already
-        batch = tuple(m for m in run.inbox.snapshot() if m.message_id in resumed.inbox_ids)
+        batch = tuple(m for m in inbox.snapshot() if m.message_id in resumed.inbox_ids)
         runner.resume_with(turn, resumed.calls, resumed.first_index)
     else:
-        batch = run.inbox.snapshot()
-        run.tally.totals = run.tally.totals.add_turn()
+        batch = inbox.snapshot()
+        state.tally.totals = state.tally.totals.add_turn()
         prompt = inbox_block(batch, base_prompt)
         ids = tuple(m.message_id for m in batch)
-        run.conv.begin_turn(f"{run.steer}\n\n{prompt}" if run.steer else prompt, turn, ids)
+        deps.conv.begin_turn(f"{state.steer}\n\n{prompt}" if state.steer else prompt, turn, ids)
     caller = _turn_caller(batch)
-    run.log.info("turn_started", turn=turn, inbox=len(batch), resumed=resumed is not None)
-    if run.hub.active:
-        await run.hub.emit(turn, TurnStarted(turn, run.failed_attempts + 1))
+    deps.log.info("turn_started", turn=turn, inbox=len(batch), resumed=resumed is not None)
+    if deps.hub.active:
+        await deps.hub.emit(turn, TurnStarted(turn, state.failed_attempts + 1))
     budget: StopReason | None = None
     error: BaseException | None = None
-    calls_before = run.tally.totals.model_calls
+    calls_before = state.tally.totals.model_calls
     try:
-        limit = run.opts.per_turn_timeout
+        limit = deps.opts.per_turn_timeout
         if not limit:  # no scope at all: it would cost more than a short turn
             await runner.run(turn, caller)
         else:
@@ -184,152 +251,162 @@ async def _turn(run: Run, runner: TurnRunner, turn: int) -> Step:
     except Exception as exc:
         error = exc
     attempt = _Attempt(turn, batch, base_prompt, calls_before)
-    return await _settle(run, attempt, budget, error)
+    return await _settle(deps, state, attempt, budget, error)
 
 
 async def _settle(
-    run: Run, attempt: _Attempt, budget: StopReason | None, error: BaseException | None
+    deps: LoopDeps,
+    state: RunState,
+    attempt: _Attempt,
+    budget: StopReason | None,
+    error: BaseException | None,
 ) -> Step:
-    assert run.conv is not None
-    turn, batch, base_prompt = attempt.turn, attempt.batch, attempt.base_prompt
-    control = run.control_tools()
-    done, schedule = control.done, control.schedule
-    decision: RetryDecision | None = None
-    run.last_turn_failed = error is not None and done is None
+    """Decide what follows a turn, record it in the state, and checkpoint the turn unless
+    the exit that follows writes the checkpoint."""
+    done, schedule = deps.exit_tools.done, deps.exit_tools.schedule
+    failed = error is not None and done is None
+    state.last_turn_failed = failed
+    decision = None
     if error is not None and done is None:
-        run.failed_attempts += 1
-        run._turn_error = error
-        run.conv.abandon_turn()
-        decision = _retry_decision(run, error, run.failed_attempts)
-        run.log.warning(
-            "turn_failed",
-            turn=turn,
-            error=type(error).__name__,
-            attempt=run.failed_attempts,
-            decision=decision.value,
-        )
+        decision = _failed(deps, state, attempt.turn, error)
     step = after_turn(
         error=error if done is None else None,
         decision=decision,
         done=done,
         schedule=schedule,
-        continuation_prompt=run.opts.continuation_prompt,
+        continuation_prompt=deps.opts.continuation_prompt,
     )
     if budget is not None and done is None:
         step = Finish(budget)
-    step = await _deliver_before_done(run, step, batch)
+    step = await _deliver_before_done(deps, state, step, attempt.batch)
     if isinstance(step, Wait):
-        step = _clamped(run, step)
-    succeeded = error is None or done is not None
-    if succeeded:
-        run.failed_attempts = 0
-        run.steer = ""
-        if batch:
-            run.inbox.delivered(batch)
-            run.conv.record(InboxDelivered(tuple(m.message_id for m in batch), turn))
+        step = _clamped(deps, step)
+    if not failed:
+        state.failed_attempts = 0
+        state.steer = ""
+        if attempt.batch:
+            deps.controls.inbox.delivered(attempt.batch)
+            ids = tuple(m.message_id for m in attempt.batch)
+            deps.conv.record(InboxDelivered(ids, attempt.turn))
     if done is not None:
-        run.done_detail, run.outcome, run.outcome_result = done.detail, done.outcome, done.result
+        state.record_done(done)
     if isinstance(step, Retry):
-        run.next_prompt = base_prompt
+        state.next_prompt = attempt.base_prompt
     elif isinstance(step, Continue | Wait):
-        run.next_prompt = step.prompt
-    run.log.info("turn_finished", turn=turn, ok=succeeded)
-    if run.hub.active:
-        await run.hub.emit(
-            turn,
-            TurnFinished(
-                turn,
-                run.tally.totals.model_calls - attempt.calls_before,
-                None if succeeded else type(error).__name__,
-            ),
-        )
-    if isinstance(step, Finish) or (succeeded and _exits_next(run, step)):
+        state.next_prompt = step.prompt
+    await _report_finished(deps, state, attempt, error if failed else None)
+    if isinstance(step, Finish) or (not failed and _exits_next(deps, state, step)):
         return step  # the exit's checkpoint, written next, closes this turn too
     wake = step.schedule.wake_at if isinstance(step, Wait) else None
-    await run._checkpoint(None, next_wake_at=wake)
+    await deps.checkpoint(None, next_wake_at=wake)
     return step
 
 
-async def _deliver_before_done(run: Run, step: Step, batch: tuple[InboxMessage, ...]) -> Step:
+def _failed(deps: LoopDeps, state: RunState, turn: int, error: BaseException) -> RetryDecision:
+    """Count a failed attempt, cut it from the conversation, and ask the retry policy."""
+    state.failed_attempts += 1
+    deps.conv.abandon_turn()
+    decision = _retry_decision(deps, error, state.failed_attempts)
+    deps.log.warning(
+        "turn_failed",
+        turn=turn,
+        error=type(error).__name__,
+        attempt=state.failed_attempts,
+        decision=decision.value,
+    )
+    return decision
+
+
+async def _report_finished(
+    deps: LoopDeps, state: RunState, attempt: _Attempt, error: BaseException | None
+) -> None:
+    deps.log.info("turn_finished", turn=attempt.turn, ok=error is None)
+    if deps.hub.active:
+        calls = state.tally.totals.model_calls - attempt.calls_before
+        failure = None if error is None else type(error).__name__
+        await deps.hub.emit(attempt.turn, TurnFinished(attempt.turn, calls, failure))
+
+
+async def _deliver_before_done(
+    deps: LoopDeps, state: RunState, step: Step, batch: tuple[InboxMessage, ...]
+) -> Step:
     """Turn a completion into one more turn when inbox messages wait that the model has not
     seen and the budgets allow it: a message acknowledged before the end is never dropped.
 
     After that turn the run completes (the done tool was called already), whatever the turn
     did, unless more messages came and the budgets still allow another.
     """
-    if run.finishing and not isinstance(step, Retry):
+    if state.finishing and not isinstance(step, Retry):
         step = Finish(StopReason.COMPLETED)
     if not (isinstance(step, Finish) and step.reason is StopReason.COMPLETED):
         return step
-    await run.poll_inbox()
+    await deps.poll_inbox()
     seen = {m.message_id for m in batch}
-    waiting = [m for m in run.inbox.snapshot() if m.message_id not in seen]
-    if not waiting or turn_budget(run.opts, run.tally.totals, run.elapsed()) is not None:
+    waiting = [m for m in deps.controls.inbox.snapshot() if m.message_id not in seen]
+    if not waiting or turn_budget(deps.opts, state.tally.totals, deps.elapsed()) is not None:
         return step
-    run.finishing = True
-    done = run.opts.done_tool_name
+    state.finishing = True
+    done = deps.opts.done_tool_name
     return Continue(
         f"New messages arrived after you called {done}. Act on them if they need it, "
         f"then call {done} again."
     )
 
 
-def _clamped(run: Run, step: Wait) -> Wait:
+def _clamped(deps: LoopDeps, step: Wait) -> Wait:
     """``step`` with its wake time held to ``max_defer``: before the checkpoint records it."""
-    now = run.opts.clock.now()
-    wake_at, clamped = clamp_wake(step.schedule.wake_at, now, run.opts.max_defer)
+    now = deps.opts.clock.now()
+    wake_at, clamped = clamp_wake(step.schedule.wake_at, now, deps.opts.max_defer)
     if not clamped:
         return step
-    run.log.warning(
+    deps.log.warning(
         "wake_clamped", requested=step.schedule.wake_at.isoformat(), wake_at=wake_at.isoformat()
     )
     return attrs.evolve(step, schedule=attrs.evolve(step.schedule, wake_at=wake_at))
 
 
-def _exits_next(run: Run, step: Step) -> bool:
+def _exits_next(deps: LoopDeps, state: RunState, step: Step) -> bool:
     """Whether the loop will exit on a budget before the next turn (a commit saved)."""
     if not isinstance(step, Continue):
         return False
-    return turn_budget(run.opts, run.tally.totals, run.elapsed()) is not None
+    return turn_budget(deps.opts, state.tally.totals, deps.elapsed()) is not None
 
 
-def _retry_decision(run: Run, error: BaseException, attempt: int) -> RetryDecision:
-    policy = run.opts.retry_policy
+def _retry_decision(deps: LoopDeps, error: BaseException, attempt: int) -> RetryDecision:
+    policy = deps.opts.retry_policy
     if policy is None:
         return RetryDecision.ABORT_RUN
     try:
         decision = policy(error, attempt)
     except Exception as exc:
-        run.log.warning("retry_policy_failed", error=type(exc).__name__)
+        deps.log.warning("retry_policy_failed", error=type(exc).__name__)
         return RetryDecision.ABORT_RUN
     return decision if isinstance(decision, RetryDecision) else RetryDecision.ABORT_RUN
 
 
-async def _wait(run: Run, step: Wait) -> RunResult | None:
-    assert run.opts.scheduler is not None
+async def _wait(deps: LoopDeps, state: RunState, step: Wait) -> RunResult | None:
+    """Hand a schedule to the scheduler: None when the run goes on, else the exit's result."""
+    assert deps.opts.scheduler is not None and deps.controls.wake is not None
     event = step.schedule  # clamped to max_defer already, before its checkpoint
-    wake_at = event.wake_at
-    run.next_wake_at = wake_at
-    run._set_idle(True)
+    state.next_wake_at = event.wake_at
+    deps.controls.set_idle(True)
     try:
-        outcome = await run.opts.scheduler.wait(event, run.wake_signal)
+        outcome = await deps.opts.scheduler.wait(event, deps.controls.wake)
     except Defer:
         outcome = Defer()
     except anyio.get_cancelled_exc_class():
         raise
     except Exception as exc:
-        decision = _retry_decision(run, exc, 1)
-        if decision is RetryDecision.ABORT_RUN:
-            run._turn_error = exc
-            return await run._exit(StopReason.RETRY_POLICY_ABORTED, exc)
+        if _retry_decision(deps, exc, 1) is RetryDecision.ABORT_RUN:
+            return await deps.exit(StopReason.RETRY_POLICY_ABORTED, exc)
         outcome = None
     finally:
-        run._set_idle(False)
+        deps.controls.set_idle(False)
     if isinstance(outcome, Defer):
-        return await run._exit(StopReason.DEFERRED)
-    run.next_wake_at = None
-    if run.hub.active:
-        await run.hub.emit(step.schedule.turn, Woke(step.schedule.turn))
+        return await deps.exit(StopReason.DEFERRED)
+    state.next_wake_at = None
+    if deps.hub.active:
+        await deps.hub.emit(event.turn, Woke(event.turn))
     return None
 
 

@@ -19,11 +19,12 @@ from eventlog import (
 from permissions import Caller
 
 from ._callers import to_originator
+from ._control_requests import ControlAction
 from ._errors import ConfigurationError
 from ._session_state import session_state
 
 #: The control actions another process may send.
-ACTIONS = ("pause", "resume", "stop", "wake")
+ACTIONS = tuple(a.value for a in ControlAction)
 
 
 def _author(via: str, caller: Caller | None) -> str:
@@ -67,9 +68,10 @@ async def send_control(
     """
     if action not in ACTIONS:
         raise ConfigurationError(f"unknown control action {action!r}; one of {', '.join(ACTIONS)}")
-    await _refuse_finished(log, key, action)
+    what = ControlAction(action)
+    await _refuse_finished(log, key, what)
     event = Event.create(
-        key, Control(action, to_originator(caller), detail), author=_author(via, caller)
+        key, Control(what.value, to_originator(caller), detail), author=_author(via, caller)
     )
     await log.append([event])
 

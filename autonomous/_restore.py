@@ -28,6 +28,7 @@ from eventlog import (
     UserMessage,
 )
 
+from ._control_requests import ControlAction
 from ._conversation import HISTORY_KINDS, answer_content
 from ._decide import Totals
 from ._inbox import InboxMessage
@@ -105,6 +106,18 @@ async def restore(log: EventLog, key: SessionKey, *, history_turns: int) -> Rest
 
 
 _INBOX_KINDS = (EventKind.INBOX_QUEUED, EventKind.INBOX_DELIVERED)
+
+
+def describe(restored: Restored) -> dict[str, Any]:
+    """Log fields for a resume (numbers only)."""
+    return {
+        "checkpoint_seq": restored.checkpoint_seq,
+        "turns": restored.totals.turns,
+        "history_messages": len(restored.history),
+        "pending_inbox": len(restored.pending),
+        "unfinished_turn": restored.unfinished is not None,
+        "open_calls": len(restored.unfinished.calls) if restored.unfinished else 0,
+    }
 
 
 async def undelivered(
@@ -337,11 +350,11 @@ def _controls(events: list[Event]) -> _Controls:
         p = event.payload
         if not isinstance(p, Control):
             continue
-        if p.action in ("pause", "resume"):
-            paused = p.action == "pause"
-        elif p.action == "stop":
+        if p.action in (ControlAction.PAUSE, ControlAction.RESUME):
+            paused = p.action == ControlAction.PAUSE
+        elif p.action == ControlAction.STOP:
             stopped = True
-        elif p.action == "wake":
+        elif p.action == ControlAction.WAKE:
             woken = True
     return _Controls(paused, stopped, woken)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -27,23 +27,23 @@ from eventlog import (
 from usage import Pricing
 
 from ._agent import Agent
-from ._control_requests import Latch, RunControls
+from ._control_requests import RunControls
 from ._conversation import Conversation
-from ._decide import Totals, status_for
-from ._durable import SessionKeeper, apply_restored, describe, wait_for_wake
+from ._decide import status_for
+from ._durable import SessionKeeper
 from ._errors import BuildError, ConfigurationError
 from ._exit_tools import ControlTools
 from ._inbox import Inbox, Wake
-from ._loop import run_loop
+from ._loop import LoopDeps, run_loop
 from ._models._litellm import LiteLLMModel
 from ._options import RunOptions
-from ._progress import CheckpointWritten, ProgressHub, RunExited, Woke
-from ._restore import INTERRUPTED, Unfinished, restore, undelivered
+from ._progress import CheckpointWritten, ProgressHub, RunExited
+from ._restore import INTERRUPTED, describe, restore, undelivered
 from ._result import AutonomousStatus, RunResult, StopReason
+from ._run_state import RunState
 from ._session_state import session_state
 from ._supervisor import RecentEvents
 from ._telemetry import Telemetry
-from ._turn import Tally
 
 _FINAL_WRITE_TIMEOUT = 5.0
 #: The prices of a model nobody priced: all zero (frozen, so runs share it).
@@ -52,35 +52,12 @@ _log = structlog.get_logger("autonomous")
 _AUTHOR = "autonomous"
 
 
-class Run(RunControls):
-    """One run of the loop, shared by the entry points and the handle."""
+class Run:
+    """One run of the loop, shared by the entry points and the handle.
 
-    __slots__ = (
-        "_control",
-        "_final_written",
-        "_keeper",
-        "_started",
-        "_turn_error",
-        "abort_reason",
-        "build",
-        "done_detail",
-        "failed_attempts",
-        "finishing",
-        "force",
-        "goal",
-        "last_turn_failed",
-        "next_prompt",
-        "next_wake_at",
-        "opts",
-        "outcome",
-        "outcome_result",
-        "recent",
-        "resume_ref",
-        "resumed_turn",
-        "steer",
-        "tally",
-        "telemetry",
-    )  # fmt: skip
+    It builds the agent, opens (or resumes) the session and holds its lease, then hands the
+    loop its :class:`RunState` and a :class:`LoopDeps`; the exits and checkpoints are its own.
+    """
 
     def __init__(
         self,
@@ -92,58 +69,24 @@ class Run(RunControls):
         force: bool = False,
     ) -> None:
         self.build = build
-        self.force = force
-        #: The turn a crash left unfinished, which the first turn of a resumed run goes on with.
-        self.resumed_turn: Unfinished | None = None
-        #: The done tool was called while inbox messages waited: one more turn delivers them.
-        self.finishing = False
-        #: The last turn failed and was cut from the conversation (its checkpoint says so).
-        self.last_turn_failed = False
-        self.goal = goal
         self.opts = opts
         self.resume_ref = resume
+        self.force = force
+        self.state = RunState.fresh(goal)
         self.recent = RecentEvents() if opts.supervisor is not None else None
         self.hub = ProgressHub(
             opts.progress, recorder=self.recent.record if self.recent is not None else None
         )
-        self.steer = ""
-        self.abort_reason = ""
         self.telemetry: Telemetry = opts.telemetry or _auto_telemetry()
-        self.inbox = Inbox()
-        self.ready = Latch()
-        self.done = Latch()
-        self.status = AutonomousStatus.RUNNING
+        self.controls = RunControls(Inbox(), self.hub, _log)
         self.result: RunResult | None = None
-        self.failure: BaseException | None = None
-        self.stop_requested = False
-        self.paused = False
-        self.parked = False
-        # Made on first use: an idle Event costs more memory than the rest of a small run.
-        self._phase: anyio.Event | None = None
-        self._unpause: anyio.Event | None = None
-        self._scope: anyio.CancelScope | None = None
-        self._wake: Wake | None = None
-        self._keeper: SessionKeeper | None = None
-        self._final_written = False
         self.key: SessionKey | None = None
         self.conv: Conversation | None = None
-        self.tally = Tally(Totals())
-        self.next_prompt = goal
-        self.next_wake_at: datetime | None = None
-        self.done_detail = ""
-        self.outcome: str | None = None
-        self.outcome_result: Any = None
-        self.failed_attempts = 0
-        self._started = 0.0
         self.log: Any = _log
+        self._keeper: SessionKeeper | None = None
         self._control: ControlTools | None = None
-        self._turn_error: BaseException | None = None
-
-    @property
-    def wake_signal(self) -> Wake:
-        """The run's wake signal (exists once the run started)."""
-        assert self._wake is not None
-        return self._wake
+        self._final_written = False
+        self._started = 0.0
 
     # ---- lifecycle -------------------------------------------------------------------
 
@@ -151,11 +94,12 @@ class Run(RunControls):
         """Run to the end; returns the result, raises a start-up failure, re-raises
         cancellation (after the final checkpoint)."""
         self._started = self.opts.clock.monotonic()
-        self._wake = Wake(self.inbox)
+        controls = self.controls
+        controls.wake = Wake(controls.inbox)
         try:
             with anyio.CancelScope() as scope:
-                self._scope = scope
-                if self.stop_requested:
+                controls.scope = scope
+                if controls.stop_requested:
                     scope.cancel()
                 try:
                     agent = await self._start()
@@ -174,21 +118,19 @@ class Run(RunControls):
                 await self._exit(StopReason.CONTEXT_CANCELLED)
             raise
         except BaseException as exc:
-            self.failure = exc
-            self.status = AutonomousStatus.FAILED
+            controls.failure = exc
+            controls.status = AutonomousStatus.FAILED
             raise
         finally:
             if self._keeper is not None:
                 await self._keeper.release()
             self.hub.close()
-            self.ready.set()
-            self.done.set()
-            self._notify()
+            controls.end()
 
     async def _start(self) -> Agent | None:
         """Build the agent and open (or resume) its session, then mark the run ready.
 
-        None when the resumed session had already completed: its stored result is the run's.
+        None when the resumed session had already finished: its stored result is the run's.
         """
         ref = self.resume_ref
         if ref is not None:
@@ -197,46 +139,53 @@ class Run(RunControls):
             if await self._finished_already(ref) is not None:
                 return None
         agent = await self._build()
-        self._open(agent)
-        assert self.conv is not None and self.key is not None
-        self.conv.goal = self.goal
+        conv = self._open(agent)
         if ref is None and agent.session is not None:
             await self._refuse_existing(agent.session)
-        if self._keeper is None and self.conv.log.durable:
-            await self._hold(SessionRef(self.conv.log, *_parts(self.key)))
+        if self._keeper is None and conv.log.durable:
+            await self._hold(SessionRef(conv.log, *_parts(conv.key)))
         if self._keeper is not None:
-            self.conv.lease = self._keeper.lease  # every append of the run is fenced by it
+            conv.lease = self._keeper.lease  # every append of the run is fenced by it
+        watch_after = None
         if ref is not None:
-            restored = await restore(self.conv.log, self.key, history_turns=self.opts.history_turns)
-            apply_restored(self, restored)
-            self.conv.goal = self.goal
-            self.log.info("run_resumed", **describe(restored))
-            await self._close_complete_turn()
-            if self._keeper is not None:
-                await self._keeper.start_watching_after(restored.last_seq)
-        elif self._keeper is not None:
-            await self._keeper.start_watching_after()
-        self.ready.set()
+            watch_after = await self._resume(conv)
+        else:
+            conv.goal = self.state.goal
+        if self._keeper is not None:
+            await self._keeper.start_watching_after(watch_after)
+        self.controls.ready.set()
         return agent
 
-    def _drive(self, agent: Agent) -> Awaitable[RunResult]:
-        """The loop, inside the keeper's tasks and after a resumed wait when there are any.
+    async def _resume(self, conv: Conversation) -> int:
+        """Put the run where its session's log left it; the last seq read."""
+        restored = await restore(conv.log, conv.key, history_turns=self.opts.history_turns)
+        prompt = self.opts.continuation_prompt
+        self.state = RunState.from_restored(restored, continuation_prompt=prompt)
+        inbox = self.controls.inbox
+        for message_id in restored.delivered:
+            inbox.forget(message_id)
+        for message in restored.pending:
+            inbox.add(message)
+        if restored.paused:
+            self.controls.paused = True
+        conv.goal = self.state.goal  # before the history: a trimmed one pins the goal
+        unfinished = restored.unfinished
+        conv.load(restored.history, unfinished=unfinished.length if unfinished else 0)
+        self.log.info("run_resumed", **describe(restored))
+        await self._close_complete_turn()
+        return restored.last_seq
 
-        Otherwise the loop's own coroutine, which execute awaits directly: every live run
-        holds one coroutine frame fewer.
-        """
-        if self._keeper is None and self.next_wake_at is None:
-            return run_loop(self, agent)
-        return self._run_with_keeper(agent)
-
-    async def _run_with_keeper(self, agent: Agent) -> RunResult:
-        if self._keeper is None:
-            return await self._run_loop(agent)
+    async def _drive(self, agent: Agent) -> RunResult:
+        """The keeper's tasks (on a durable session) around the loop."""
+        deps = await self._loop_deps(agent)
+        keeper = self._keeper
+        if keeper is None:
+            return await run_loop(deps, self.state, agent)
         failure: BaseException | None = None
         async with anyio.create_task_group() as tg:
-            self._keeper.start(tg)
+            keeper.start(tg)
             try:
-                result = await self._run_loop(agent)
+                result = await run_loop(deps, self.state, agent)
             except Exception as exc:  # re-raised below as itself, not as an exception group
                 failure = exc
             finally:
@@ -245,51 +194,54 @@ class Run(RunControls):
             raise failure
         return result
 
-    async def _run_loop(self, agent: Agent) -> RunResult:
-        if self.next_wake_at is not None:  # a resumed, deferred session: wait for its time
-            self._set_idle(True)
-            try:
-                await wait_for_wake(self, self.next_wake_at)
-            finally:
-                self._set_idle(False)
-            self.next_wake_at = None
-            if self.hub.active:
-                turns = self.tally.totals.turns
-                await self.hub.emit(turns, Woke(turns))
-        return await run_loop(self, agent)
+    async def _loop_deps(self, agent: Agent) -> LoopDeps:
+        assert self.conv is not None
+        return LoopDeps(
+            opts=self.opts,
+            conv=self.conv,
+            controls=self.controls,
+            exit_tools=self.control_tools(),
+            hub=self.hub,
+            log=self.log,
+            telemetry=self.telemetry,
+            recent=self.recent,
+            pricing=await self._pricing(agent),
+            elapsed=self.elapsed,
+            poll_inbox=self.poll_inbox,
+            checkpoint=self._checkpoint,
+            exit=self._exit,
+        )
 
     async def _hold(self, ref: SessionRef) -> None:
-        self._keeper = SessionKeeper(self, ref.log, ref.key, self.opts)
+        self._keeper = SessionKeeper(
+            ref.log,
+            ref.key,
+            self.opts,
+            on_lost=self.lease_lost,
+            on_event=self.controls.apply_remote,
+        )
         await self._keeper.acquire()
 
     async def _finished_already(self, ref: SessionRef) -> RunResult | None:
         """The stored result of a session that completed, or that was stopped on purpose
         and is not resumed with ``force``; None when the session is to run."""
-        state = await session_state(ref.log, ref.key)
-        if state.completed:
-            reason, self.status = StopReason.COMPLETED, AutonomousStatus.COMPLETED
-        elif state.stopped and not self.force:
-            reason, self.status = StopReason.CONTEXT_CANCELLED, AutonomousStatus.STOPPED
+        session = await session_state(ref.log, ref.key)
+        if session.completed:
+            reason, status = StopReason.COMPLETED, AutonomousStatus.COMPLETED
+        elif session.stopped and not self.force:
+            reason, status = StopReason.CONTEXT_CANCELLED, AutonomousStatus.STOPPED
             self.log.info("resume_refused_stopped", session=str(ref.key))
         else:
             return None
-        cp = state.checkpoint or Checkpoint(0, 0, 0, 0.0, "")
+        self.controls.status = status
         self.key = ref.key
-        self.result = RunResult(
-            reason=reason,
-            final_text=cp.final_text,
-            turns=cp.turns,
-            input_tokens=cp.input_tokens,
-            output_tokens=cp.output_tokens,
-            cost_usd=cp.cost_usd,
-            done_detail=cp.done_detail,
-            outcome=cp.outcome,
-            result=cp.result,
-            session_id=ref.session_id,
-        )
-        if state.checkpoint is not None:  # messages acknowledged after it stay reported
-            waiting = await undelivered(ref.log, ref.key, state.checkpoint, state.checkpoint_seq)
-            self.result = attrs.evolve(self.result, undelivered=waiting)
+        cp = session.checkpoint
+        waiting: tuple[str, ...] = ()
+        if cp is not None:  # messages acknowledged after it stay reported
+            waiting = await undelivered(ref.log, ref.key, cp, session.checkpoint_seq)
+        cp = cp or Checkpoint(0, 0, 0, 0.0, "")
+        state = RunState.from_checkpoint(cp)
+        self._finish(state.to_result(reason, session_id=ref.session_id, undelivered=waiting))
         if reason is StopReason.CONTEXT_CANCELLED and not cp.stopped:
             # Make the stop part of the session's state, so a daemon no longer finds it due.
             stopped = attrs.evolve(cp, stop_reason=reason.value, stopped=True)
@@ -313,16 +265,17 @@ class Run(RunControls):
 
     async def _close_complete_turn(self) -> None:
         """Close a resumed turn whose last answer is in the log but not its checkpoint."""
-        unfinished = self.resumed_turn
+        unfinished = self.state.resumed_turn
         if unfinished is None or not unfinished.complete:
             return
         assert self.conv is not None
-        self.resumed_turn = None
-        batch = tuple(m for m in self.inbox.snapshot() if m.message_id in unfinished.inbox_ids)
+        self.state.resumed_turn = None
+        inbox = self.controls.inbox
+        batch = tuple(m for m in inbox.snapshot() if m.message_id in unfinished.inbox_ids)
         if batch:
-            self.inbox.delivered(batch)
+            inbox.delivered(batch)
             self.conv.record(InboxDelivered(tuple(m.message_id for m in batch), unfinished.turn))
-        self.next_prompt = self.opts.continuation_prompt
+        self.state.next_prompt = self.opts.continuation_prompt
         await self._checkpoint(None)
 
     async def _build(self) -> Agent:
@@ -364,7 +317,7 @@ class Run(RunControls):
             )
         return self._control
 
-    def _open(self, agent: Agent) -> None:
+    def _open(self, agent: Agent) -> Conversation:
         ref = agent.session or self.resume_ref
         if ref is None:
             ref = SessionRef(MemoryEventLog(), "autonomous", "local", new_event_id())
@@ -372,9 +325,11 @@ class Run(RunControls):
         self.conv = Conversation(
             ref.log, key, agent.system_prompt(), _AUTHOR, window=self.opts.history_turns
         )
-        self.log = self.log.bind(session=str(key), agent=agent.name)
+        self.controls.conv = self.conv
+        self.log = self.controls.log = self.log.bind(session=str(key), agent=agent.name)
         if self.opts.done_tool_name not in {t.name for t in agent.tools}:
             self.log.warning("done_tool_missing", tool=self.opts.done_tool_name)
+        return self.conv
 
     async def _pricing(self, agent: Agent) -> Pricing:
         if self.opts.pricing is not None:
@@ -415,8 +370,8 @@ class Run(RunControls):
         self.log.warning("lease_lost")
         if self.conv is not None:
             self.conv.discard_pending()
-        if self._scope is not None:
-            self._scope.cancel()
+        if self.controls.scope is not None:
+            self.controls.scope.cancel()
 
     # ---- exits and checkpoints -------------------------------------------------------
 
@@ -430,86 +385,57 @@ class Run(RunControls):
         """Append a checkpoint; it closes the turn before it, as failed when the last turn
         failed (a resume then leaves that turn out of the history)."""
         assert self.conv is not None
-        turn_failed, self.last_turn_failed = self.last_turn_failed, False
-        t = self.tally.totals
-        keeper = self._keeper
-        self.conv.record(
-            Checkpoint(
-                turns=t.turns,
-                input_tokens=t.input_tokens,
-                output_tokens=t.output_tokens,
-                cost_usd=t.cost_usd,
-                next_prompt=self.next_prompt,
-                stop_reason=stop_reason.value if stop_reason is not None else None,
-                next_wake_at=next_wake_at,
-                done_detail=self.done_detail,
-                final_text=self.tally.final_text,
-                outcome=self.outcome,
-                result=self.outcome_result,
-                model_calls=t.model_calls,
-                turn_failed=turn_failed,
-                failed_attempts=self.failed_attempts,
-                goal=self.goal,
-                inbox_from_seq=self.inbox.oldest_seq(),
-                paused=self.paused,
-                stopped=self.stop_requested,
-                unseen_from=keeper.seen + 1 if keeper is not None else 0,
-            )
+        keeper, controls = self._keeper, self.controls
+        checkpoint = self.state.to_checkpoint(
+            stop_reason,
+            next_wake_at=next_wake_at,
+            inbox_from_seq=controls.inbox.oldest_seq(),
+            paused=controls.paused,
+            stopped=controls.stop_requested,
+            unseen_from=keeper.seen + 1 if keeper is not None else 0,
         )
-        if last and self._keeper is not None:  # the lease goes with the run's last write
-            await self._keeper.append_last(self.conv.take_pending())
+        self.state.last_turn_failed = False
+        self.conv.record(checkpoint)
+        if last and keeper is not None:  # the lease goes with the run's last write
+            await keeper.append_last(self.conv.take_pending())
         else:
             await self.conv.flush()
         if self.hub.active:
             reason = stop_reason.value if stop_reason else None
-            await self.hub.emit(t.turns, CheckpointWritten(t.turns, reason))
+            await self.hub.emit(checkpoint.turns, CheckpointWritten(checkpoint.turns, reason))
+
+    def _finish(self, result: RunResult) -> None:
+        self.result = result
+        self.controls.ended = True
 
     async def _exit(
         self, reason: StopReason, error: BaseException | None = None, *, why: str = ""
     ) -> RunResult:
         if self.result is not None:
             return self.result
-        self.abort_reason = why or self.abort_reason
-        wake = self.next_wake_at if reason is StopReason.DEFERRED else None
-        t = self.tally.totals
-        if not lost_already(reason):
+        state = self.state
+        state.abort_reason = why or state.abort_reason
+        lost = reason is StopReason.LEASE_LOST  # the session is no longer ours to read or write
+        if not lost:
             await self.poll_inbox()  # what came since the last poll is reported, not dropped
-        pending = self.inbox.snapshot()
-        self.result = RunResult(
-            reason=reason,
-            final_text=self.tally.final_text,
-            turns=t.turns,
-            input_tokens=t.input_tokens,
-            output_tokens=t.output_tokens,
-            cost_usd=t.cost_usd,
-            duration=self.elapsed(),
-            done_detail=self.done_detail,
-            next_wake_at=wake,
-            error=error if reason is StopReason.RETRY_POLICY_ABORTED else None,
-            outcome=self.outcome,
-            result=self.outcome_result,
-            session_id=self.key.session_id if self.key is not None else "",
-            abort_reason=self.abort_reason,
-            undelivered=tuple(m.text for m in pending),
+        pending = tuple(m.text for m in self.controls.inbox.snapshot())
+        session_id = self.key.session_id if self.key is not None else ""
+        self._finish(
+            state.to_result(
+                reason,
+                session_id=session_id,
+                duration=self.elapsed(),
+                error=error,
+                undelivered=pending,
+            )
         )
         self.telemetry.count_stop(reason.value)
-        lost = reason is StopReason.LEASE_LOST
         if self.conv is not None and not self._final_written and not lost:
-            self._final_written = True
-            # A call cut short (a stop during a tool) is answered in the log, so a resume
-            # sends a conversation the provider accepts. A sleep's wake time is kept: a
-            # resume waits out the rest of it.
-            self.conv.answer_open_calls(INTERRUPTED, t.turns)
-            try:
-                with anyio.move_on_after(_FINAL_WRITE_TIMEOUT, shield=True):
-                    await self._checkpoint(reason, next_wake_at=self.next_wake_at, last=True)
-            except LeaseLost:  # nothing of ours was written: the run ends as lease_lost
-                self._fenced_out()
-                reason = StopReason.LEASE_LOST
-                self.result = attrs.evolve(self.result, reason=reason, error=None)
+            reason = await self._final_checkpoint(reason)
         if pending:
             self.log.warning("inbox_undelivered", messages=len(pending))
-        self.status = AutonomousStatus(status_for(reason, self.stop_requested))
+        self.controls.status = AutonomousStatus(status_for(reason, self.controls.stop_requested))
+        t = state.tally.totals
         self.log.info(
             "run_finished",
             reason=reason.value,
@@ -520,7 +446,26 @@ class Run(RunControls):
         )
         if self.hub.active:
             await self.hub.emit(t.turns, RunExited(t.turns, reason.value))
+        assert self.result is not None
         return self.result
+
+    async def _final_checkpoint(self, reason: StopReason) -> StopReason:
+        """Write the last checkpoint (the lease goes with it); the reason the run ends with
+        (``lease_lost`` when the store refused it)."""
+        assert self.conv is not None and self.result is not None
+        self._final_written = True
+        # A call cut short (a stop during a tool) is answered in the log, so a resume sends a
+        # conversation the provider accepts. A sleep's wake time is kept: a resume waits out
+        # the rest of it.
+        self.conv.answer_open_calls(INTERRUPTED, self.state.tally.totals.turns)
+        try:
+            with anyio.move_on_after(_FINAL_WRITE_TIMEOUT, shield=True):
+                await self._checkpoint(reason, next_wake_at=self.state.next_wake_at, last=True)
+        except LeaseLost:  # nothing of ours was written: the run ends as lease_lost
+            self._fenced_out()
+            self.result = attrs.evolve(self.result, reason=StopReason.LEASE_LOST, error=None)
+            return StopReason.LEASE_LOST
+        return reason
 
 
 def _auto_telemetry() -> Telemetry:
@@ -546,11 +491,6 @@ def _auto_telemetry() -> Telemetry:
 _NO_TELEMETRY = Telemetry.disabled()
 #: opentelemetry's OTEL_PYTHON_TRACER_PROVIDER: a provider for get_tracer_provider() to load.
 _PROVIDER_VARIABLE = "OTEL_PYTHON_TRACER_PROVIDER"
-
-
-def lost_already(reason: StopReason) -> bool:
-    """Whether a run ending for ``reason`` may no longer read or write its session."""
-    return reason is StopReason.LEASE_LOST
 
 
 def _parts(key: SessionKey) -> tuple[str, str, str]:

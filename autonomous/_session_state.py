@@ -6,6 +6,7 @@ import attrs
 
 from eventlog import Checkpoint, Control, CorruptEvent, EventKind, EventLog, SessionKey
 
+from ._control_requests import ControlAction
 from ._result import StopReason
 
 
@@ -58,5 +59,7 @@ async def session_state(log: EventLog, key: SessionKey) -> SessionState:
         controls = await log.read(key, after_seq=horizon(cp, cp_seq) - 1, kinds=[EventKind.CONTROL])
     except CorruptEvent:  # a bad row must not keep a stop from landing; the run reports it
         controls = []
-    stop = any(isinstance(e.payload, Control) and e.payload.action == "stop" for e in controls)
+    stop = any(
+        isinstance(e.payload, Control) and e.payload.action == ControlAction.STOP for e in controls
+    )
     return SessionState(cp, cp_seq, stop)
