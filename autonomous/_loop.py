@@ -19,6 +19,7 @@ from ._callers import to_caller
 from ._decide import Continue, Finish, Retry, Step, Wait, after_turn, clamp_wake, turn_budget
 from ._errors import TurnError, TurnTimeout
 from ._inbox import InboxMessage, inbox_block
+from ._observer import Observer
 from ._progress import TurnFinished, TurnStarted, Woke
 from ._result import RetryDecision, RunResult, StopReason
 from ._supervisor import AbortRun, PauseRun, Steer, consult, steer_message
@@ -49,12 +50,10 @@ async def run_loop(run: Run, agent: Agent) -> RunResult:
         opts=run.opts,
         pricing=await run._pricing(agent),
         tracker=run.opts.tracker,
-        hub=run.hub,
         gate=run.opts.permissions_gate,
         tally=run.tally,
         elapsed=run.elapsed,
-        log=run.log,
-        telemetry=run.telemetry,
+        observer=Observer(log=run.log, hub=run.hub, telemetry=run.telemetry),
     )
     run.log.info("run_started", max_turns=run.opts.max_turns)
     while True:
