@@ -40,6 +40,16 @@ class BudgetReached(Exception):
         self.reason = reason
 
 
+@attrs.frozen
+class _Answer:
+    """What a tool call is answered with, its outcome (ok, error, timeout, denied, rejected),
+    and whether it fails the turn instead (a ``fatal_timeout`` tool timed out)."""
+
+    content: str
+    outcome: str
+    fatal: bool = False
+
+
 @attrs.define
 class Tally:
     """The run's running totals and last answer text, updated call by call."""
@@ -198,32 +208,30 @@ class TurnRunner:
         if call.id in self._interrupted and await self._answer_interrupted(call, turn):
             return
         with self.observer.tool_span(turn, call.name) as span:
-            content, outcome, fatal = await self._answer(call, context, turn, caller)
-            self.observer.tool_outcome(span, call.name, outcome)
-        await self.observer.tool_called(turn, call.name, outcome)
-        if fatal:
-            raise ToolTimeoutError(content.removeprefix("error: "))
-        self.conv.add_tool_result(call.id, call.name, content, outcome, turn)
+            answer = await self._answer(call, context, turn, caller)
+            self.observer.tool_outcome(span, call.name, answer.outcome)
+        await self.observer.tool_called(turn, call.name, answer.outcome)
+        if answer.fatal:
+            raise ToolTimeoutError(answer.content.removeprefix("error: "))
+        self.conv.add_tool_result(call.id, call.name, answer.content, answer.outcome, turn)
 
     async def _answer(
         self, call: ToolCall, context: ToolCallContext, turn: int, caller: Caller | None
-    ) -> tuple[str, str, bool]:
-        """The answer to ``call``, its outcome, and whether it is a fatal timeout: from the
-        exit tools, a refusal (unknown tool, bad arguments, the gate) or the tool itself."""
+    ) -> _Answer:
+        """The answer to ``call``: from the exit tools, a refusal (an unknown tool, arguments
+        that do not fit, the gate) or the tool itself."""
         if self.control.handles(call.name):
             content = self.control.call(call.name, call.arguments, turn)
             outcome = "ok" if content.startswith("acknowledged") else "rejected"
-            return content, outcome, False
+            return _Answer(content, outcome)
         resolved = self._resolve(call)
         if isinstance(resolved, str):
-            return resolved, "rejected", False
+            return _Answer(resolved, "rejected")
         if self.gate is not None and (denied := await self._ask_gate(*resolved, turn, caller)):
-            return denied, "denied", False
+            return _Answer(denied, "denied")
         return await self._invoke(*resolved, context)
 
-    async def _invoke(
-        self, tool: Tool, args: dict[str, Any], context: ToolCallContext
-    ) -> tuple[str, str, bool]:
+    async def _invoke(self, tool: Tool, args: dict[str, Any], context: ToolCallContext) -> _Answer:
         """Run ``tool`` (awaited right here) in a cancel scope of its own, with the tool's
         timeout (0: none): a timeout ends this call and nothing else. A tool that returned as
         its deadline passed keeps its result."""
@@ -240,8 +248,8 @@ class TurnRunner:
                 outcome = "ok" if rendered else "error"
         if scope.cancelled_caught:
             content = f"error: tool {tool.name} timed out after {timeout:g} s"
-            return content, "timeout", tool.fatal_timeout
-        return content, outcome, False
+            return _Answer(content, "timeout", fatal=tool.fatal_timeout)
+        return _Answer(content, outcome)
 
     def _resolve(self, call: ToolCall) -> tuple[Tool, dict[str, Any]] | str:
         """The called tool and its checked arguments, or the error to answer the call with (an
