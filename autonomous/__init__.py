@@ -18,7 +18,8 @@ Map (the core is flat here; its edges are the sub-packages at the end):
     _control_requests.py  RunControls: pause, resume, stop, inject, wake; ControlAction
     _conversation.py  the messages the model sees and the events that record them
     _inbox.py         the inbox and the wake signal
-    _progress.py      typed progress events and their fan-out
+    _progress.py      typed progress events and their fan-out to the callback and streams
+    _observer.py      one observer per run: each event once, to log, progress, supervisor, telemetry
     _options.py       RunOptions (every keyword option, validated) and RunKwargs (their types)
     _result.py        StopReason, AutonomousStatus, RetryDecision, RunResult
     _remote.py        send_inject / send_control: control a session through its event log
@@ -53,6 +54,7 @@ from ._errors import (
     TurnTimeout,
 )
 from ._handle import AutonomousHandle
+from ._judge import LLMJudge
 from ._model import Message, Model, ModelResponse, ToolCall
 from ._models._local import LocalModelUnavailable, register_local_models
 from ._options import RunKwargs, RunOptions
@@ -73,7 +75,6 @@ from ._result import AutonomousStatus, RetryDecision, RunResult, StopReason
 from ._results import ToolOutcome
 from ._supervisor import (
     AbortRun,
-    LLMJudge,
     PauseRun,
     Proceed,
     RulesSupervisor,

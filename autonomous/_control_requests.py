@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 import attrs
@@ -21,11 +21,13 @@ from eventlog import (
 
 from ._errors import ConfigurationError, RunFinished
 from ._inbox import Inbox, InboxMessage, Wake
-from ._progress import Paused, ProgressHub, Resumed
 from ._result import AutonomousStatus
 
 if TYPE_CHECKING:
+    from scheduler import Clock
+
     from ._conversation import Conversation
+    from ._observer import Observer
 
 #: The author of events the in-process handle writes; the log watcher skips these.
 HANDLE_AUTHOR = "handle"
@@ -78,9 +80,8 @@ class RunControls:
     """
 
     inbox: Inbox
-    hub: ProgressHub
-    #: The run's logger (bound to the session once the agent is built).
-    log: Any
+    #: The run's observer: pauses and resumes are reported to it (and its bound logger).
+    observer: Observer
     status: AutonomousStatus = AutonomousStatus.RUNNING
     stop_requested: bool = False
     paused: bool = False
@@ -120,18 +121,17 @@ class RunControls:
             self.status = AutonomousStatus.PAUSED
         self._notify()
 
-    async def park(self, turn: int, pause_max: float = 0.0) -> bool:
-        """Park while paused; False when the pause outlived ``pause_max`` (0 = no limit)."""
+    async def park(self, turn: int, clock: Clock, pause_max: float = 0.0) -> bool:
+        """Park while paused; False when the pause outlived ``pause_max`` seconds on ``clock``
+        (0 = no limit)."""
         if not self.paused:
             return True
         self.parked = True
         self.status = AutonomousStatus.PAUSED
         self._notify()
-        self.log.info("paused", turn=turn)
-        if self.hub.active:
-            await self.hub.emit(turn, Paused(turn))
+        await self.observer.paused(turn)
         try:
-            with anyio.move_on_after(pause_max or None) as scope:
+            with clock.move_on_after(pause_max or None) as scope:
                 while self.paused:
                     if self._unpause is None:
                         self._unpause = anyio.Event()
@@ -140,11 +140,9 @@ class RunControls:
             self.parked = False
             self._notify()
         if scope.cancelled_caught:
-            self.log.warning("pause_max_exceeded", turn=turn, pause_max=pause_max)
+            self.observer.log.warning("pause_max_exceeded", turn=turn, pause_max=pause_max)
             return False
-        self.log.info("resumed", turn=turn)
-        if self.hub.active:
-            await self.hub.emit(turn, Resumed(turn))
+        await self.observer.resumed(turn)
         return True
 
     def set_paused(self, paused: bool) -> bool:
@@ -241,7 +239,7 @@ class RunControls:
             if self.inbox.add(InboxMessage(p.message_id, p.text, p.caller, event.seq)):
                 self.request_wake()
         elif isinstance(p, Control) and not event.author.startswith(HANDLE_AUTHOR):
-            self.log.info("remote_control", action=p.action, author=event.author)
+            self.observer.log.info("remote_control", action=p.action, author=event.author)
             if p.action == ControlAction.PAUSE:
                 self.set_paused(True)
             elif p.action == ControlAction.RESUME:

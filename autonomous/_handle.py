@@ -83,7 +83,7 @@ class AutonomousHandle:
 
     def events(self) -> AsyncIterator[ProgressEvent]:
         """A stream of progress events from now until the run ends; several readers may listen."""
-        return self._run.hub.subscribe()
+        return self._run.observer.subscribe()
 
     def __repr__(self) -> str:
         return f"<AutonomousHandle status={self.status.value} session={self.session_id}>"

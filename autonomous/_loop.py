@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 import anyio
 import attrs
@@ -26,12 +26,11 @@ from ._decide import Continue, Finish, Retry, Step, Wait, after_turn, clamp_wake
 from ._errors import TurnError, TurnTimeout
 from ._exit_tools import ControlTools
 from ._inbox import InboxMessage, inbox_block
+from ._observer import Observer
 from ._options import RunOptions
-from ._progress import ProgressHub, TurnFinished, TurnStarted, Woke
 from ._result import RetryDecision, RunResult, StopReason
 from ._run_state import RunState
-from ._supervisor import AbortRun, PauseRun, RecentEvents, Steer, consult, steer_message
-from ._telemetry import Telemetry
+from ._supervisor import AbortRun, PauseRun, Steer, consult, steer_message
 from ._turn import BudgetReached, TurnRunner
 
 
@@ -59,10 +58,7 @@ class LoopDeps:
     conv: Conversation
     controls: RunControls
     exit_tools: ControlTools
-    hub: ProgressHub
-    log: Any
-    telemetry: Telemetry
-    recent: RecentEvents | None
+    observer: Observer
     pricing: Pricing
     #: Seconds since this process started the run.
     elapsed: Callable[[], float]
@@ -85,7 +81,7 @@ async def run_loop(deps: LoopDeps, state: RunState, agent: Agent) -> RunResult:
     if state.next_wake_at is not None:  # a resumed, deferred session: wait for its time
         await _wait_resumed(deps, state, state.next_wake_at)
     runner = _runner(deps, state, agent)
-    deps.log.info("run_started", max_turns=deps.opts.max_turns)
+    deps.observer.run_started(deps.opts.max_turns)
     while True:
         reason = _budget(deps, state)
         if reason is not None:
@@ -100,14 +96,13 @@ async def run_loop(deps: LoopDeps, state: RunState, agent: Agent) -> RunResult:
             return await deps.exit(StopReason.RETRY_POLICY_ABORTED, hook_error)
         if deps.controls.paused and state.resumed_turn is None:
             await deps.checkpoint(None)  # says paused, to readers of the log
-        if not await deps.controls.park(turn, deps.opts.pause_max):
+        if not await deps.controls.park(turn, deps.opts.clock, deps.opts.pause_max):
             why = f"paused longer than pause_max={deps.opts.pause_max:g} s"
             return await deps.exit(StopReason.ABORTED, why=why)
         reason = _budget(deps, state)  # time passed while parked: a cap may have been reached
         if reason is not None:
             return await deps.exit(reason)
-        with deps.telemetry.turn_span(turn):
-            deps.telemetry.count_turn()
+        with deps.observer.turn_span(turn):
             step = await _turn(deps, state, runner, turn)
         if isinstance(step, Finish):
             return await deps.exit(step.reason, step.error)
@@ -127,12 +122,10 @@ def _runner(deps: LoopDeps, state: RunState, agent: Agent) -> TurnRunner:
         opts=deps.opts,
         pricing=deps.pricing,
         tracker=deps.opts.tracker,
-        hub=deps.hub,
         gate=deps.opts.permissions_gate,
         tally=state.tally,
         elapsed=deps.elapsed,
-        log=deps.log,
-        telemetry=deps.telemetry,
+        observer=deps.observer,
     )
 
 
@@ -149,9 +142,7 @@ async def _wait_resumed(deps: LoopDeps, state: RunState, wake_at: datetime) -> N
     finally:
         deps.controls.set_idle(False)
     state.next_wake_at = None
-    if deps.hub.active:
-        turns = state.tally.totals.turns
-        await deps.hub.emit(turns, Woke(turns))
+    await deps.observer.woke(state.tally.totals.turns)
 
 
 def _budget(deps: LoopDeps, state: RunState) -> StopReason | None:
@@ -184,30 +175,31 @@ async def _before_turn(deps: LoopDeps, turn: int) -> BaseException | None:
         except anyio.get_cancelled_exc_class():
             raise
         except Exception as exc:
-            deps.log.warning("before_turn_failed", turn=turn, error=type(exc).__name__)
+            deps.observer.log.warning("before_turn_failed", turn=turn, error=type(exc).__name__)
             return exc
     return None
 
 
 async def _supervise(deps: LoopDeps, state: RunState, turn: int) -> RunResult | None:
     """Consult the supervisor at the turn boundary; an abort ends the run here."""
-    if deps.opts.supervisor is None or deps.recent is None:
+    opts, recent = deps.opts, deps.observer.recent
+    if opts.supervisor is None or recent is None:
         return None
-    snapshot = deps.recent.snapshot(
-        turn, caps=deps.opts, spent=state.tally.totals, elapsed=deps.elapsed()
+    snapshot = recent.snapshot(turn, caps=opts, spent=state.tally.totals, elapsed=deps.elapsed())
+    decision = await consult(
+        opts.supervisor, snapshot, timeout=opts.supervisor_timeout, clock=opts.clock
     )
-    decision = await consult(deps.opts.supervisor, snapshot, timeout=deps.opts.supervisor_timeout)
     if isinstance(decision, Steer):
-        deps.log.info("supervisor_steer", turn=turn)
+        deps.observer.log.info("supervisor_steer", turn=turn)
         state.steer = steer_message(decision.message)
     elif isinstance(decision, PauseRun):
-        deps.log.info("supervisor_pause", turn=turn, reason=decision.reason)
+        deps.observer.log.info("supervisor_pause", turn=turn, reason=decision.reason)
         if deps.controls.set_paused(True):
             await deps.controls.note(
                 ControlAction.PAUSE, None, author="supervisor", detail=decision.reason
             )
     elif isinstance(decision, AbortRun):
-        deps.log.warning("supervisor_abort", turn=turn, reason=decision.reason)
+        deps.observer.log.warning("supervisor_abort", turn=turn, reason=decision.reason)
         return await deps.exit(StopReason.ABORTED, why=decision.reason)
     return None
 
@@ -227,9 +219,9 @@ async def _turn(deps: LoopDeps, state: RunState, runner: TurnRunner, turn: int) 
         ids = tuple(m.message_id for m in batch)
         deps.conv.begin_turn(f"{state.steer}\n\n{prompt}" if state.steer else prompt, turn, ids)
     caller = _turn_caller(batch)
-    deps.log.info("turn_started", turn=turn, inbox=len(batch), resumed=resumed is not None)
-    if deps.hub.active:
-        await deps.hub.emit(turn, TurnStarted(turn, state.failed_attempts + 1))
+    await deps.observer.turn_started(
+        turn, state.failed_attempts + 1, inbox=len(batch), resumed=resumed is not None
+    )
     budget: StopReason | None = None
     error: BaseException | None = None
     calls_before = state.tally.totals.model_calls
@@ -238,7 +230,7 @@ async def _turn(deps: LoopDeps, state: RunState, runner: TurnRunner, turn: int) 
         if not limit:  # no scope at all: it would cost more than a short turn
             await runner.run(turn, caller)
         else:
-            with anyio.move_on_after(limit) as scope:
+            with deps.opts.clock.move_on_after(limit) as scope:
                 await runner.run(turn, caller)
             if scope.cancelled_caught:
                 error = TurnTimeout(f"turn {turn} ran past per_turn_timeout={limit:g} s")
@@ -307,7 +299,7 @@ def _failed(deps: LoopDeps, state: RunState, turn: int, error: BaseException) ->
     state.failed_attempts += 1
     deps.conv.abandon_turn()
     decision = _retry_decision(deps, error, state.failed_attempts)
-    deps.log.warning(
+    deps.observer.log.warning(
         "turn_failed",
         turn=turn,
         error=type(error).__name__,
@@ -320,11 +312,9 @@ def _failed(deps: LoopDeps, state: RunState, turn: int, error: BaseException) ->
 async def _report_finished(
     deps: LoopDeps, state: RunState, attempt: _Attempt, error: BaseException | None
 ) -> None:
-    deps.log.info("turn_finished", turn=attempt.turn, ok=error is None)
-    if deps.hub.active:
-        calls = state.tally.totals.model_calls - attempt.calls_before
-        failure = None if error is None else type(error).__name__
-        await deps.hub.emit(attempt.turn, TurnFinished(attempt.turn, calls, failure))
+    calls = state.tally.totals.model_calls - attempt.calls_before
+    failure = None if error is None else type(error).__name__
+    await deps.observer.turn_finished(attempt.turn, calls, failure)
 
 
 async def _deliver_before_done(
@@ -359,7 +349,7 @@ def _clamped(deps: LoopDeps, step: Wait) -> Wait:
     wake_at, clamped = clamp_wake(step.schedule.wake_at, now, deps.opts.max_defer)
     if not clamped:
         return step
-    deps.log.warning(
+    deps.observer.log.warning(
         "wake_clamped", requested=step.schedule.wake_at.isoformat(), wake_at=wake_at.isoformat()
     )
     return attrs.evolve(step, schedule=attrs.evolve(step.schedule, wake_at=wake_at))
@@ -379,7 +369,7 @@ def _retry_decision(deps: LoopDeps, error: BaseException, attempt: int) -> Retry
     try:
         decision = policy(error, attempt)
     except Exception as exc:
-        deps.log.warning("retry_policy_failed", error=type(exc).__name__)
+        deps.observer.log.warning("retry_policy_failed", error=type(exc).__name__)
         return RetryDecision.ABORT_RUN
     return decision if isinstance(decision, RetryDecision) else RetryDecision.ABORT_RUN
 
@@ -405,8 +395,7 @@ async def _wait(deps: LoopDeps, state: RunState, step: Wait) -> RunResult | None
     if isinstance(outcome, Defer):
         return await deps.exit(StopReason.DEFERRED)
     state.next_wake_at = None
-    if deps.hub.active:
-        await deps.hub.emit(event.turn, Woke(event.turn))
+    await deps.observer.woke(event.turn)
     return None
 
 

@@ -14,22 +14,15 @@ from scheduler import Clock, Scheduler, SystemClock
 from usage import Pricing, Tracker
 
 from ._errors import ConfigurationError
-from ._progress import ProgressEvent
+from ._progress import ProgressCallback
 from ._result import RetryDecision
-from ._supervisor import SupervisorDecision, SupervisorSnapshot
+from ._supervisor import SupervisorFunction
 from ._telemetry import Telemetry
 
 #: ``async (turn_no) -> None``; raising aborts the run with ``retry_policy_aborted``.
 BeforeTurn = Callable[[int], Awaitable[None]]
-#: ``(turn, event) -> None``, sync or async; a failing callback never breaks the loop.
-ProgressCallback = Callable[[int, ProgressEvent], object]
 #: ``(error, attempt) -> RetryDecision``; ``attempt`` counts consecutive failures of one turn.
 RetryPolicy = Callable[[BaseException, int], RetryDecision]
-#: A supervisor: a :class:`~autonomous.Supervisor`, or any function (sync or async) of a
-#: snapshot that returns a decision (``None``: no opinion).
-SupervisorFn = Callable[
-    [SupervisorSnapshot], SupervisorDecision | Awaitable[SupervisorDecision | None] | None
-]
 #: A duration as the options take it: seconds (an int or a float) or a ``timedelta``.
 Seconds = float | int | timedelta
 
@@ -164,7 +157,7 @@ class RunOptions:
     clock: Clock = _SYSTEM_CLOCK
     lease_ttl: float = _positive_seconds(30.0)
     control_poll: float = _positive_seconds(0.5)
-    supervisor: SupervisorFn | None = attrs.field(default=None, validator=_check_callable)
+    supervisor: SupervisorFunction | None = attrs.field(default=None, validator=_check_callable)
     supervisor_timeout: float = _seconds(30.0)
     pause_max: float = _seconds(0.0)
     telemetry: Telemetry | None = None
@@ -216,7 +209,7 @@ class RunKwargs(TypedDict, total=False):
     clock: Clock
     lease_ttl: Seconds
     control_poll: Seconds
-    supervisor: SupervisorFn | None
+    supervisor: SupervisorFunction | None
     supervisor_timeout: Seconds
     pause_max: Seconds
     telemetry: Telemetry | None

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Sequence
 
 import anyio
 import attrs
@@ -103,6 +102,12 @@ ProgressEvent = (
 )
 
 
+#: The ``progress`` option: ``(turn, event) -> None``, sync or async (an awaitable it returns
+#: is awaited; any other value is ignored).
+ProgressCallback = Callable[[int, ProgressEvent], object]
+
+
+@attrs.define(eq=False)
 class ProgressHub:
     """Delivers progress events to the ``progress`` callback and to every stream reader.
 
@@ -110,36 +115,23 @@ class ProgressHub:
     loop; a reader that went away is dropped; a failing callback is logged and ignored.
     """
 
-    __slots__ = ("_buffer", "_callback", "_closed", "_is_async", "_readers", "_recorder", "active")
+    _callback: ProgressCallback | None = None
+    _buffer: int = attrs.field(default=256, kw_only=True)
+    # A tuple until someone subscribes: most runs have no reader.
+    _readers: Sequence[MemoryObjectSendStream[ProgressEvent]] = attrs.field(default=(), init=False)
+    _closed: bool = attrs.field(default=False, init=False)
 
-    def __init__(
-        self, callback: Any | None, *, buffer: int = 256, recorder: Any | None = None
-    ) -> None:
-        self._callback = callback
-        self._recorder = recorder  # the supervisor's window of recent events
-        self._is_async = callback is not None and inspect.iscoroutinefunction(callback)
-        # A tuple until someone subscribes: most runs have no reader, and a list costs more.
-        self._readers: Sequence[MemoryObjectSendStream[ProgressEvent]] = ()
-        self._buffer = buffer
-        self._closed = False
-        #: True when someone listens; callers skip building events otherwise. A plain
-        #: attribute, kept current as readers come and go: the loop reads it twice a call.
-        self.active = False
-        self._refresh()
-
-    def _refresh(self) -> None:
-        self.active = (
-            self._callback is not None or self._recorder is not None or bool(self._readers)
-        )
+    @property
+    def active(self) -> bool:
+        """Whether someone listens; callers skip building events otherwise."""
+        return self._callback is not None or bool(self._readers)
 
     async def emit(self, turn: int, event: ProgressEvent) -> None:
         """Hand ``event`` to every consumer without letting any of them break the loop."""
-        if self._recorder is not None:
-            self._recorder(event)
         if self._callback is not None:
             try:
                 outcome = self._callback(turn, event)
-                if self._is_async or inspect.isawaitable(outcome):
+                if inspect.isawaitable(outcome):
                     await outcome
             except anyio.get_cancelled_exc_class():
                 raise
@@ -161,7 +153,6 @@ class ProgressHub:
                 continue
             alive.append(stream)
         self._readers = alive
-        self._refresh()
 
     def subscribe(self) -> AsyncIterator[ProgressEvent]:
         """A new stream of the events emitted from now on; it ends when the run ends."""
@@ -172,7 +163,6 @@ class ProgressHub:
             send.close()
         else:
             self._readers = [*self._readers, send]
-            self._refresh()
         return _Reader(receive)
 
     def close(self) -> None:
@@ -181,17 +171,14 @@ class ProgressHub:
         for stream in self._readers:
             stream.close()
         self._readers = ()
-        self._refresh()
 
 
+@attrs.define(eq=False)
 class _Reader:
     """One reader's stream; closing it, finishing it or dropping it unread unsubscribes it
     (the hub drops a reader whose stream is closed at its next event)."""
 
-    __slots__ = ("_receive",)
-
-    def __init__(self, receive: MemoryObjectReceiveStream[ProgressEvent]) -> None:
-        self._receive = receive
+    _receive: MemoryObjectReceiveStream[ProgressEvent]
 
     def __aiter__(self) -> _Reader:
         return self

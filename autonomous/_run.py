@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import attrs
 import structlog
+from structlog.typing import FilteringBoundLogger
 
 from eventlog import (
     Checkpoint,
@@ -36,13 +37,12 @@ from ._exit_tools import ControlTools
 from ._inbox import Inbox, Wake
 from ._loop import LoopDeps, run_loop
 from ._models._litellm import LiteLLMModel
+from ._observer import Observer
 from ._options import RunOptions
-from ._progress import CheckpointWritten, ProgressHub, RunExited
 from ._restore import INTERRUPTED, describe, restore, undelivered
 from ._result import AutonomousStatus, RunResult, StopReason
 from ._run_state import RunState
 from ._session_state import session_state
-from ._supervisor import RecentEvents
 from ._telemetry import Telemetry
 
 _FINAL_WRITE_TIMEOUT = 5.0
@@ -73,20 +73,24 @@ class Run:
         self.resume_ref = resume
         self.force = force
         self.state = RunState.fresh(goal)
-        self.recent = RecentEvents() if opts.supervisor is not None else None
-        self.hub = ProgressHub(
-            opts.progress, recorder=self.recent.record if self.recent is not None else None
+        self.observer = Observer.for_run(
+            progress=opts.progress,
+            supervised=opts.supervisor is not None,
+            telemetry=opts.telemetry or _auto_telemetry(),
         )
-        self.telemetry: Telemetry = opts.telemetry or _auto_telemetry()
-        self.controls = RunControls(Inbox(), self.hub, _log)
+        self.controls = RunControls(Inbox(), self.observer)
         self.result: RunResult | None = None
         self.key: SessionKey | None = None
         self.conv: Conversation | None = None
-        self.log: Any = _log
         self._keeper: SessionKeeper | None = None
         self._control: ControlTools | None = None
         self._final_written = False
         self._started = 0.0
+
+    @property
+    def log(self) -> FilteringBoundLogger:
+        """The run's logger: the observer's, bound to the session once the agent is built."""
+        return self.observer.log
 
     # ---- lifecycle -------------------------------------------------------------------
 
@@ -104,7 +108,7 @@ class Run:
                 try:
                     agent = await self._start()
                     if agent is not None:
-                        with self.telemetry.run_span(str(self.key), agent.name):
+                        with self.observer.run_span(str(self.key), agent.name):
                             await self._drive(agent)
                 except LeaseLost:  # an append the store refused: another holder has the session
                     self._fenced_out()
@@ -124,7 +128,7 @@ class Run:
         finally:
             if self._keeper is not None:
                 await self._keeper.release()
-            self.hub.close()
+            self.observer.close()
             controls.end()
 
     async def _start(self) -> Agent | None:
@@ -201,10 +205,7 @@ class Run:
             conv=self.conv,
             controls=self.controls,
             exit_tools=self.control_tools(),
-            hub=self.hub,
-            log=self.log,
-            telemetry=self.telemetry,
-            recent=self.recent,
+            observer=self.observer,
             pricing=await self._pricing(agent),
             elapsed=self.elapsed,
             poll_inbox=self.poll_inbox,
@@ -326,7 +327,7 @@ class Run:
             ref.log, key, agent.system_prompt(), _AUTHOR, window=self.opts.history_turns
         )
         self.controls.conv = self.conv
-        self.log = self.controls.log = self.log.bind(session=str(key), agent=agent.name)
+        self.observer.bind(session=str(key), agent=agent.name)
         if self.opts.done_tool_name not in {t.name for t in agent.tools}:
             self.log.warning("done_tool_missing", tool=self.opts.done_tool_name)
         return self.conv
@@ -400,9 +401,8 @@ class Run:
             await keeper.append_last(self.conv.take_pending())
         else:
             await self.conv.flush()
-        if self.hub.active:
-            reason = stop_reason.value if stop_reason else None
-            await self.hub.emit(checkpoint.turns, CheckpointWritten(checkpoint.turns, reason))
+        reason = stop_reason.value if stop_reason else None
+        await self.observer.checkpoint_written(checkpoint.turns, reason)
 
     def _finish(self, result: RunResult) -> None:
         self.result = result
@@ -429,23 +429,13 @@ class Run:
                 undelivered=pending,
             )
         )
-        self.telemetry.count_stop(reason.value)
+        self.observer.count_stop(reason.value)
         if self.conv is not None and not self._final_written and not lost:
             reason = await self._final_checkpoint(reason)
         if pending:
             self.log.warning("inbox_undelivered", messages=len(pending))
         self.controls.status = AutonomousStatus(status_for(reason, self.controls.stop_requested))
-        t = state.tally.totals
-        self.log.info(
-            "run_finished",
-            reason=reason.value,
-            turns=t.turns,
-            input_tokens=t.input_tokens,
-            output_tokens=t.output_tokens,
-            cost_usd=t.cost_usd,
-        )
-        if self.hub.active:
-            await self.hub.emit(t.turns, RunExited(t.turns, reason.value))
+        await self.observer.run_exited(reason.value, state.tally.totals)
         assert self.result is not None
         return self.result
 

@@ -6,7 +6,8 @@ Map:
     RecentEvents                         the driver's window over progress events -> snapshots
     consult                              call any supervisor, bounded by a timeout, failing open
     RulesSupervisor                      deterministic rules (error streaks, cost thresholds)
-    LLMJudge                             asks a (cheap) model every N turns (in ``_judge.py``)
+    LLMJudge                             asks a (cheap) model every N turns: in ``_judge.py``,
+                                         which builds on this module (not re-exported here)
     steer_message                        frames steer text as guidance for the agent
 
 A supervisor sees no prompt, argument or result text: only counts, money, time and the typed
@@ -18,12 +19,13 @@ from __future__ import annotations
 import collections
 import inspect
 import math
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol
 
-import anyio
 import attrs
 import structlog
+
+from scheduler import Clock, SystemClock
 
 from ._errors import ConfigurationError
 from ._progress import ProgressEvent, ToolCalled, TurnFinished
@@ -31,19 +33,18 @@ from ._progress import ProgressEvent, ToolCalled, TurnFinished
 __all__ = [
     "AbortRun",
     "BudgetsLeft",
-    "LLMJudge",
     "PauseRun",
     "Proceed",
     "RecentEvents",
     "RulesSupervisor",
+    "Spent",
     "Steer",
     "Supervisor",
     "SupervisorDecision",
+    "SupervisorFunction",
     "SupervisorSnapshot",
     "budgets_left",
     "consult",
-    "parse_verdict",
-    "snapshot_json",
     "steer_message",
 ]
 
@@ -143,8 +144,9 @@ class _Caps(Protocol):
     def max_wallclock(self) -> float: ...
 
 
-class _Spent(Protocol):
-    """What the run has spent, as the driver's ``Totals`` holds it."""
+class Spent(Protocol):
+    """What the run has spent, as the driver's ``Totals`` holds it (read by snapshots and by
+    the run's observer)."""
 
     @property
     def turns(self) -> int: ...
@@ -156,7 +158,7 @@ class _Spent(Protocol):
     def cost_usd(self) -> float: ...
 
 
-def budgets_left(caps: _Caps, spent: _Spent, elapsed: float) -> BudgetsLeft:
+def budgets_left(caps: _Caps, spent: Spent, elapsed: float) -> BudgetsLeft:
     """What is left of each cap (never below zero); a zero cap is uncapped (``None``)."""
     return BudgetsLeft(
         turns=max(0, caps.max_turns - spent.turns) if caps.max_turns else None,
@@ -171,6 +173,7 @@ def budgets_left(caps: _Caps, spent: _Spent, elapsed: float) -> BudgetsLeft:
     )
 
 
+@attrs.define(eq=False)
 class RecentEvents:
     """The driver's window over a run's progress events, from which snapshots are taken.
 
@@ -178,13 +181,15 @@ class RecentEvents:
     the newest ``size`` events and the error streaks. One per run; not shared between runs.
     """
 
-    __slots__ = ("_events", "consecutive_tool_errors", "consecutive_turn_errors", "last_turn_error")
+    size: int = MAX_RECENT_EVENTS
+    consecutive_tool_errors: int = attrs.field(default=0, init=False)
+    consecutive_turn_errors: int = attrs.field(default=0, init=False)
+    last_turn_error: str | None = attrs.field(default=None, init=False)
+    _events: collections.deque[ProgressEvent] = attrs.field(init=False)
 
-    def __init__(self, size: int = MAX_RECENT_EVENTS) -> None:
-        self._events: collections.deque[ProgressEvent] = collections.deque(maxlen=size)
-        self.consecutive_tool_errors = 0
-        self.consecutive_turn_errors = 0
-        self.last_turn_error: str | None = None
+    @_events.default
+    def _window(self) -> collections.deque[ProgressEvent]:
+        return collections.deque(maxlen=self.size)
 
     def record(self, event: ProgressEvent) -> None:
         """Remember ``event`` and update the streaks it ends or extends."""
@@ -206,7 +211,7 @@ class RecentEvents:
         return tuple(self._events)
 
     def snapshot(
-        self, turn: int, *, caps: _Caps, spent: _Spent, elapsed: float
+        self, turn: int, *, caps: _Caps, spent: Spent, elapsed: float
     ) -> SupervisorSnapshot:
         """The snapshot for a supervisor consulted before turn ``turn``."""
         return SupervisorSnapshot(
@@ -238,11 +243,19 @@ class Supervisor(Protocol):
         ...
 
 
+#: What :func:`consult` takes: a :class:`Supervisor`, or any function of a snapshot, sync or
+#: async, that returns a decision or ``None`` ("no opinion").
+SupervisorFunction = Callable[
+    [SupervisorSnapshot], SupervisorDecision | Awaitable[SupervisorDecision | None] | None
+]
+
+
 async def consult(
-    supervisor: Callable[[SupervisorSnapshot], Any],
+    supervisor: SupervisorFunction,
     snapshot: SupervisorSnapshot,
     *,
     timeout: float | None,  # noqa: ASYNC109 - expiry fails open; a caller's scope would cancel
+    clock: Clock | None = None,
 ) -> SupervisorDecision | None:
     """Ask ``supervisor`` (sync or async) for a decision, within ``timeout`` seconds.
 
@@ -251,9 +264,11 @@ async def consult(
     type name only. A supervisor returning ``None`` means "no opinion": :class:`Proceed`.
     ``timeout`` ``None`` or ``math.inf`` means no bound; a sync supervisor cannot be
     interrupted, so keep those fast. The caller's own cancellation always propagates.
+    The timeout runs on ``clock`` (the run's; the real clock when None).
     """
     name = getattr(supervisor, "__qualname__", type(supervisor).__qualname__)
-    with anyio.move_on_after(math.inf if timeout is None else timeout) as scope:
+    limit = None if timeout is None or math.isinf(timeout) else timeout
+    with (clock or SystemClock()).move_on_after(limit) as scope:
         try:
             decision = supervisor(snapshot)
             if inspect.isawaitable(decision):
@@ -400,7 +415,3 @@ class RulesSupervisor:
             return None
         self._cost_pause_armed = False
         return PauseRun(f"cost ${snapshot.cost_usd:.4f} passed ${limit:.4f}")
-
-
-# The judge builds on the decisions above; re-exported so this module stays the one to import.
-from ._judge import LLMJudge, parse_verdict, snapshot_json  # noqa: E402

@@ -2,8 +2,8 @@
 
 ``Telemetry.create()`` imports ``opentelemetry`` (the optional ``otel`` extra) when it can and
 returns a no-op instance otherwise. The no-op path is one flag check per call and hands out a
-shared :func:`contextlib.nullcontext`, so the driver calls it unconditionally, per model call
-and per tool call.
+shared :func:`contextlib.nullcontext`; the run's :class:`~autonomous._observer.Observer` is the
+one caller inside the driver.
 
 Spans (nested by the current-span context): ``autonomous.run`` > ``autonomous.turn`` >
 ``autonomous.model_call`` / ``autonomous.tool_call``. They carry names and numbers only, never a
@@ -22,6 +22,8 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 if TYPE_CHECKING:
     from opentelemetry.metrics import Counter, Meter, MeterProvider
     from opentelemetry.trace import Span, Tracer, TracerProvider
@@ -37,35 +39,56 @@ _INPUT = {"direction": "input"}
 _OUTPUT = {"direction": "output"}
 
 
+@attrs.frozen
+class _Counters:
+    """The five counters of an enabled Telemetry."""
+
+    turns: Counter
+    tool_calls: Counter
+    tokens: Counter
+    cost: Counter
+    stops: Counter
+
+    @classmethod
+    def create(cls, meter: Meter) -> _Counters:
+        """The counters, made on ``meter``."""
+        counter = meter.create_counter
+        return cls(
+            turns=counter("autonomous.turns", unit="{turn}", description="Turns executed"),
+            tool_calls=counter(
+                "autonomous.tool_calls",
+                unit="{call}",
+                description="Tool calls, by tool and outcome",
+            ),
+            tokens=counter(
+                "autonomous.tokens", unit="{token}", description="Model tokens, by direction"
+            ),
+            cost=counter("autonomous.cost_usd", unit="USD", description="Model cost in USD"),
+            stops=counter("autonomous.stops", unit="{run}", description="Runs ended, by reason"),
+        )
+
+
+@attrs.define(eq=False)
 class Telemetry:
     """The run's OpenTelemetry instruments, or nothing when ``enabled`` is False.
 
-    Build one with :meth:`create` (or :meth:`disabled`). Span helpers are context managers
-    that yield the span (``None`` when disabled); pass it to :meth:`set_usage` or
-    :meth:`set_tool_outcome`, which accept ``None`` and then do nothing.
+    Build one with :meth:`create` (or :meth:`disabled`); ``Telemetry(tracer, meter)`` is
+    enabled when both are given. Span helpers are context managers that yield the span
+    (``None`` when disabled); pass it to :meth:`set_usage` or :meth:`set_tool_outcome`, which
+    accept ``None`` and then do nothing.
     """
 
-    __slots__ = (
-        "_cost",
-        "_stops",
-        "_tokens",
-        "_tool_calls",
-        "_tracer",
-        "_turns",
-        "enabled",
-    )
+    _tracer: Tracer | None = None
+    _meter: Meter | None = attrs.field(default=None, repr=False)
+    #: Whether spans and counters are recorded.
+    enabled: bool = attrs.field(init=False)
+    _counters: _Counters | None = attrs.field(init=False, repr=False)
 
-    def __init__(self, tracer: Tracer | None = None, meter: Meter | None = None) -> None:
-        """Instruments from ``tracer`` and ``meter``; disabled unless both are given."""
-        self.enabled = tracer is not None and meter is not None
-        self._tracer = tracer
-        self._turns: Counter | None = None
-        self._tool_calls: Counter | None = None
-        self._tokens: Counter | None = None
-        self._cost: Counter | None = None
-        self._stops: Counter | None = None
-        if tracer is not None and meter is not None:
-            self._instrument(meter)
+    def __attrs_post_init__(self) -> None:
+        if self._tracer is not None and self._meter is not None:
+            self.enabled, self._counters = True, _Counters.create(self._meter)
+        else:
+            self.enabled, self._counters = False, None
 
     @classmethod
     def create(
@@ -88,18 +111,6 @@ class Telemetry:
     def disabled(cls) -> Telemetry:
         """An instance that records nothing and costs next to nothing."""
         return cls()
-
-    def _instrument(self, meter: Meter) -> None:
-        counter = meter.create_counter
-        self._turns = counter("autonomous.turns", unit="{turn}", description="Turns executed")
-        self._tool_calls = counter(
-            "autonomous.tool_calls", unit="{call}", description="Tool calls, by tool and outcome"
-        )
-        self._tokens = counter(
-            "autonomous.tokens", unit="{token}", description="Model tokens, by direction"
-        )
-        self._cost = counter("autonomous.cost_usd", unit="USD", description="Model cost in USD")
-        self._stops = counter("autonomous.stops", unit="{run}", description="Runs ended, by reason")
 
     # ----------------------------------------------------------------------- spans
 
@@ -171,31 +182,31 @@ class Telemetry:
 
     def count_turn(self) -> None:
         """One more turn executed."""
-        if self._turns is not None:
-            self._turns.add(1)
+        if self._counters is not None:
+            self._counters.turns.add(1)
 
     def count_tool(self, tool: str, outcome: str) -> None:
         """One more call of ``tool`` that ended with ``outcome``."""
-        if self._tool_calls is not None:
-            self._tool_calls.add(1, {"tool": tool, "outcome": outcome})
+        if self._counters is not None:
+            self._counters.tool_calls.add(1, {"tool": tool, "outcome": outcome})
 
     def count_tokens(self, input_tokens: int, output_tokens: int) -> None:
         """Tokens of one model call, by direction."""
-        if self._tokens is not None:
+        if self._counters is not None:
             if input_tokens > 0:
-                self._tokens.add(input_tokens, _INPUT)
+                self._counters.tokens.add(input_tokens, _INPUT)
             if output_tokens > 0:
-                self._tokens.add(output_tokens, _OUTPUT)
+                self._counters.tokens.add(output_tokens, _OUTPUT)
 
     def count_cost(self, usd: float) -> None:
         """Dollars of one model call."""
-        if self._cost is not None and usd > 0:
-            self._cost.add(usd)
+        if self._counters is not None and usd > 0:
+            self._counters.cost.add(usd)
 
     def count_stop(self, reason: str) -> None:
         """One more run ended with ``reason``."""
-        if self._stops is not None:
-            self._stops.add(1, {"reason": str(reason)})
+        if self._counters is not None:
+            self._counters.stops.add(1, {"reason": str(reason)})
 
 
 def _mark_failed(span: Span, kind: str) -> None:

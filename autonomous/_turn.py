@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Any
 
 import anyio
 import attrs
-import structlog
 
 from eventlog import PermissionDecision
 from permissions import Caller, Gate
@@ -20,12 +18,11 @@ from ._decide import Totals, call_budget
 from ._errors import ModelCallLimit, ModelError, ToolTimeoutError, TurnError
 from ._exit_tools import ControlTools
 from ._model import Model, ModelResponse, ToolCall
+from ._observer import Observer
 from ._options import RunOptions
-from ._progress import ModelCalled, ProgressHub, ToolCalled
 from ._restore import INTERRUPTED
 from ._result import StopReason
 from ._results import format_error, render_result
-from ._telemetry import Telemetry
 from ._tools import (
     Tool,
     ToolArgumentError,
@@ -34,18 +31,6 @@ from ._tools import (
     tool_call_context,
 )
 
-_log = structlog.get_logger("autonomous")
-
-
-@attrs.define
-class _Progress:
-    """How far a turn got: model calls made, the last answer, tool calls still to run."""
-
-    calls: int = 0
-    text: str = ""
-    pending: tuple[ToolCall, ...] = ()  # the last answer's tool calls
-    dispatched: int = 0  # how many of them have run (or timed out)
-
 
 class BudgetReached(Exception):
     """A cap was reached inside a turn: no further model call may start."""
@@ -53,6 +38,16 @@ class BudgetReached(Exception):
     def __init__(self, reason: StopReason) -> None:
         super().__init__(reason.value)
         self.reason = reason
+
+
+@attrs.frozen
+class _Answer:
+    """What a tool call is answered with, its outcome (ok, error, timeout, denied, rejected),
+    and whether it fails the turn instead (a ``fatal_timeout`` tool timed out)."""
+
+    content: str
+    outcome: str
+    fatal: bool = False
 
 
 @attrs.define
@@ -75,25 +70,16 @@ class TurnRunner:
     opts: RunOptions
     pricing: Pricing
     tracker: Tracker | None
-    hub: ProgressHub
     gate: Gate | None
     tally: Tally
     elapsed: Callable[[], float]
-    log: Any = attrs.field(factory=lambda: _log)
-    telemetry: Telemetry = attrs.field(factory=Telemetry.disabled)
-    _info: bool = attrs.field(default=True, init=False)
+    observer: Observer = attrs.field(factory=Observer)
     #: Calls of a resumed turn that a crash may have cut short: answered as interrupted
     #: unless their tool is idempotent (then run again).
     _interrupted: set[str] = attrs.field(factory=set, init=False)
     _resumed: tuple[ToolCall, ...] = attrs.field(default=(), init=False)
     _key_turn: int = attrs.field(default=-1, init=False)  # the turn _key_index counts for
     _key_index: int = attrs.field(default=0, init=False)  # the index of its next tool call
-
-    def __attrs_post_init__(self) -> None:
-        # Per-call info logs are skipped outright when filtered out: building their keywords
-        # costs more than a scripted model call.
-        enabled = getattr(self.log, "is_enabled_for", None)
-        self._info = bool(enabled(logging.INFO)) if enabled is not None else True
 
     async def run(self, turn: int, caller: Caller | None) -> str:
         """Run a turn whose prompt is already in the conversation; returns the answer text.
@@ -102,34 +88,43 @@ class TurnRunner:
         :class:`TurnError` when it fails. Each tool call has a cancel scope of its own for
         its timeout (see :meth:`_dispatch`).
         """
-        # One frame for the whole turn (no helper coroutine stays suspended under it while a
-        # model call runs): a run parked in a model call holds that much less memory.
-        progress = _Progress(pending=self._resumed)
-        self._resumed = ()
+        calls, text = 0, ""
+        pending, self._resumed = self._resumed, ()  # a resumed turn answers its open calls first
         while True:
-            pending = progress.pending
-            while progress.dispatched < len(pending):
-                if progress.dispatched:  # a stop asked for during the last tool
-                    await anyio.lowlevel.checkpoint_if_cancelled()
-                await self._dispatch(pending[progress.dispatched], turn, caller)
-                progress.dispatched += 1
-            self._check_budgets(progress.calls)
-            with self.telemetry.model_span(turn, self.model.name) as span:
-                try:
-                    response = await self.model.complete(self.conv.messages, self.specs)
-                except TurnError:
-                    raise
-                except Exception as exc:
-                    name = self.model.name
-                    raise ModelError(f"model call to {name} failed: {exc}") from exc
-                cost = self._spent(response, span)
-            await self._answered(response, turn, cost)
-            progress.calls += 1
+            await self._run_tools(pending, turn, caller)
+            self._check_budgets(calls)
+            response = await self._call_model(turn)
+            calls += 1
             if response.text:
-                progress.text = self.tally.final_text = response.text
+                text = self.tally.final_text = response.text
             if not response.tool_calls:
-                return progress.text
-            progress.pending, progress.dispatched = response.tool_calls, 0
+                return text
+            pending = response.tool_calls
+
+    async def _run_tools(
+        self, calls: tuple[ToolCall, ...], turn: int, caller: Caller | None
+    ) -> None:
+        """Run ``calls`` one after another, in order; a stop asked for during one of them
+        ends the turn before the next starts."""
+        for index, call in enumerate(calls):
+            if index:
+                await anyio.lowlevel.checkpoint_if_cancelled()
+            await self._dispatch(call, turn, caller)
+
+    async def _call_model(self, turn: int) -> ModelResponse:
+        """One model call on the conversation so far: counted, recorded and reported."""
+        with self.observer.model_span(turn, self.model.name) as span:
+            try:
+                response = await self.model.complete(self.conv.messages, self.specs)
+            except TurnError:
+                raise
+            except Exception as exc:
+                name = self.model.name
+                raise ModelError(f"model call to {name} failed: {exc}") from exc
+            cost = self._spent(response)
+            self.observer.model_usage(span, response.usage, cost)
+        await self._answered(response, turn, cost)
+        return response
 
     def resume_with(self, turn: int, calls: tuple[ToolCall, ...], first_index: int) -> None:
         """Make the next :meth:`run` go on with resumed turn ``turn``: answer ``calls`` (the
@@ -148,9 +143,7 @@ class TurnRunner:
         if self.control.handles(call.name) or rerun:
             return False
         self.conv.add_tool_result(call.id, call.name, INTERRUPTED, "interrupted", turn)
-        self.log.info("tool_call", turn=turn, tool=call.name, outcome="interrupted")
-        if self.hub.active:
-            await self.hub.emit(turn, ToolCalled(turn, call.name, "interrupted"))
+        await self.observer.tool_called(turn, call.name, "interrupted")
         return True
 
     def _check_budgets(self, calls: int) -> None:
@@ -164,15 +157,10 @@ class TurnRunner:
                 f"(max_model_calls_per_turn={calls})"
             )
 
-    def _spent(self, response: ModelResponse, span: Any) -> float:
-        """Count a model call's usage (totals, tracker, telemetry); its cost."""
+    def _spent(self, response: ModelResponse) -> float:
+        """Count a model call's usage (totals, tracker); its cost."""
         u = response.usage
         cost = self.pricing.cost(u) if not self.pricing.is_zero else 0.0
-        tel = self.telemetry
-        if tel.enabled:
-            tel.set_usage(span, u.input_tokens, u.output_tokens, cost)
-            tel.count_tokens(u.input_tokens, u.output_tokens)
-            tel.count_cost(cost)
         self.tally.totals = self.tally.totals.add_call(u.input_tokens, u.output_tokens, cost)
         if self.tracker is not None:
             self.tracker.record(response.model or self.model.name, u, cost)
@@ -180,41 +168,21 @@ class TurnRunner:
 
     async def _answered(self, response: ModelResponse, turn: int, cost: float) -> None:
         """Record the answer: in the conversation, then in the log with what came before it
-        (one append per model call, before any of its tools runs); log and report it.
+        (one append per model call, before any of its tools runs); report it.
 
         The turn's last answer (no tool calls) is left for the checkpoint that follows it,
         and goes in with it, one commit for both, when nothing that could wait runs in
-        between: no progress reader, whose events would come first. Only synchronous
+        between: no progress consumer, whose events would come first. Only synchronous
         bookkeeping separates the two then.
         """
-        u = response.usage
-        model_name = response.model or self.model.name
         conv = self.conv
         conv.add_answer(response, turn, cost)
-        if response.tool_calls or self.hub.active:
+        if response.tool_calls or self.observer.listening:
             await conv.flush()
-        if self._info:
-            self.log.info(
-                "model_call",
-                turn=turn,
-                model=model_name,
-                input_tokens=u.input_tokens,
-                output_tokens=u.output_tokens,
-                cost_usd=cost,
-                tool_calls=len(response.tool_calls),
-            )
-        if self.hub.active:
-            await self.hub.emit(
-                turn,
-                ModelCalled(
-                    turn,
-                    model_name,
-                    u.input_tokens,
-                    u.output_tokens,
-                    cost,
-                    len(response.tool_calls),
-                ),
-            )
+        model = response.model or self.model.name
+        await self.observer.model_called(
+            turn, model, response.usage, cost, tool_calls=len(response.tool_calls)
+        )
 
     def start_call_index(self, turn: int, index: int) -> None:
         """Make ``index`` the index of the next tool call of ``turn`` (a resumed turn goes on
@@ -231,54 +199,56 @@ class TurnRunner:
         return ToolCallContext(str(self.conv.key), turn, index, call.id)
 
     async def _dispatch(self, call: ToolCall, turn: int, caller: Caller | None) -> None:
-        """Run one tool call (the tool awaited right here: one coroutine frame per call).
+        """Run one tool call, report it and answer it in the conversation.
 
-        The call runs in a cancel scope of its own, with the tool's timeout (0: none): a
-        timeout ends this call and nothing else. The model is told, or for a
-        ``fatal_timeout`` tool the turn fails with :class:`ToolTimeoutError`. A tool that
-        returned as its deadline passed keeps its result.
+        A tool that timed out with ``fatal_timeout`` fails the turn with
+        :class:`ToolTimeoutError` instead of being answered.
         """
         context = self._call_context(call, turn)
         if call.id in self._interrupted and await self._answer_interrupted(call, turn):
             return
-        tel = self.telemetry
-        fatal = False
-        with tel.tool_span(turn, call.name) as span:
-            if self.control.handles(call.name):
-                content, answered = self.control.call(call.name, call.arguments, turn)
-                outcome = answered.value
-            elif isinstance(resolved := self._resolve(call), str):
-                content, outcome = resolved, "rejected"
-            elif self.gate is not None and (
-                denied := await self._ask_gate(*resolved, turn, caller)
-            ):
-                content, outcome = denied, "denied"
+        with self.observer.tool_span(turn, call.name) as span:
+            answer = await self._answer(call, context, turn, caller)
+            self.observer.tool_outcome(span, call.name, answer.outcome)
+        await self.observer.tool_called(turn, call.name, answer.outcome)
+        if answer.fatal:
+            raise ToolTimeoutError(answer.content.removeprefix("error: "))
+        self.conv.add_tool_result(call.id, call.name, answer.content, answer.outcome, turn)
+
+    async def _answer(
+        self, call: ToolCall, context: ToolCallContext, turn: int, caller: Caller | None
+    ) -> _Answer:
+        """The answer to ``call``: from the exit tools, a refusal (an unknown tool, arguments
+        that do not fit, the gate) or the tool itself."""
+        if self.control.handles(call.name):
+            content, outcome = self.control.call(call.name, call.arguments, turn)
+            return _Answer(content, outcome.value)
+        resolved = self._resolve(call)
+        if isinstance(resolved, str):
+            return _Answer(resolved, "rejected")
+        if self.gate is not None and (denied := await self._ask_gate(*resolved, turn, caller)):
+            return _Answer(denied, "denied")
+        return await self._invoke(*resolved, context)
+
+    async def _invoke(self, tool: Tool, args: dict[str, Any], context: ToolCallContext) -> _Answer:
+        """Run ``tool`` (awaited right here) in a cancel scope of its own, with the tool's
+        timeout (0: none): a timeout ends this call and nothing else. A tool that returned as
+        its deadline passed keeps its result."""
+        timeout = tool.timeout if tool.timeout is not None else self.opts.tool_timeout
+        with self.opts.clock.move_on_after(timeout if timeout > 0 else None) as scope:
+            try:
+                with tool_call_context(context):
+                    value = await tool.fn(**args)  # Tool.invoke, one coroutine less
+            except Exception as exc:
+                limit = min(2000, self.opts.max_tool_result_chars)
+                content, outcome = format_error(exc, limit), "error"
             else:
-                tool, args = resolved
-                timeout = tool.timeout if tool.timeout is not None else self.opts.tool_timeout
-                with anyio.move_on_after(timeout if timeout > 0 else None) as scope:
-                    try:
-                        with tool_call_context(context):
-                            value = await tool.fn(**args)  # Tool.invoke, one coroutine less
-                    except Exception as exc:
-                        limit = min(2000, self.opts.max_tool_result_chars)
-                        content, outcome = format_error(exc, limit), "error"
-                    else:
-                        content, rendered = render_result(value, self.opts.max_tool_result_chars)
-                        outcome = "ok" if rendered else "error"
-                if scope.cancelled_caught:
-                    content = f"error: tool {tool.name} timed out after {timeout:g} s"
-                    outcome, fatal = "timeout", tool.fatal_timeout
-            if tel.enabled:
-                tel.set_tool_outcome(span, outcome)
-                tel.count_tool(call.name, outcome)
-        if self._info:
-            self.log.info("tool_call", turn=turn, tool=call.name, outcome=outcome)
-        if self.hub.active:
-            await self.hub.emit(turn, ToolCalled(turn, call.name, outcome))
-        if fatal:
-            raise ToolTimeoutError(content.removeprefix("error: "))
-        self.conv.add_tool_result(call.id, call.name, content, outcome, turn)
+                content, rendered = render_result(value, self.opts.max_tool_result_chars)
+                outcome = "ok" if rendered else "error"
+        if scope.cancelled_caught:
+            content = f"error: tool {tool.name} timed out after {timeout:g} s"
+            return _Answer(content, "timeout", fatal=tool.fatal_timeout)
+        return _Answer(content, outcome)
 
     def _resolve(self, call: ToolCall) -> tuple[Tool, dict[str, Any]] | str:
         """The called tool and its checked arguments, or the error to answer the call with (an

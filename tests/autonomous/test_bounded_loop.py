@@ -24,9 +24,9 @@ from autonomous import (
     run_autonomous,
     start_autonomous,
 )
+from autonomous._judge import LLMJudge
 from autonomous._supervisor import (
     AbortRun,
-    LLMJudge,
     PauseRun,
     RulesSupervisor,
     Steer,

@@ -281,8 +281,8 @@ class TestProgressStream:
         handle: list[Any] = []
 
         async def before_turn(turn: int) -> None:
-            # The hub's `active` flag is what makes the loop build events at all.
-            listening[turn] = handle[0]._run.hub.active
+            # The observer builds progress events only while someone listens.
+            listening[turn] = handle[0]._run.observer.listening
 
         model = ScriptedModel([reply("one"), reply("two"), done(), reply("ok")])
         async with start_autonomous(builder(model), "go", before_turn=before_turn) as h:
@@ -304,7 +304,7 @@ class TestProgressStream:
         async def before_turn(turn: int) -> None:
             if turn == 2:
                 gc.collect()
-            listening[turn] = handle[0]._run.hub.active
+            listening[turn] = handle[0]._run.observer.listening
 
         model = ScriptedModel([reply("one"), reply("two"), done(), reply("ok")])
         async with start_autonomous(builder(model), "go", before_turn=before_turn) as h:

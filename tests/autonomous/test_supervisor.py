@@ -12,13 +12,13 @@ import structlog
 
 from autonomous._decide import Totals
 from autonomous._errors import ConfigurationError
+from autonomous._judge import LLMJudge, parse_verdict, snapshot_json
 from autonomous._models._litellm import LiteLLMModel
 from autonomous._options import RunOptions
 from autonomous._progress import ModelCalled, ToolCalled, TurnFinished, TurnStarted
 from autonomous._supervisor import (
     AbortRun,
     BudgetsLeft,
-    LLMJudge,
     PauseRun,
     Proceed,
     RecentEvents,
@@ -28,8 +28,6 @@ from autonomous._supervisor import (
     SupervisorSnapshot,
     budgets_left,
     consult,
-    parse_verdict,
-    snapshot_json,
     steer_message,
 )
 from autonomous.testing import ScriptedModel, reply

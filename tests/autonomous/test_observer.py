@@ -1,0 +1,107 @@
+"""The run's observer: each event reported once reaches the log, the supervisor's window, the
+progress consumers and telemetry, and only the log when nobody else listens."""
+
+from __future__ import annotations
+
+import pytest
+import structlog
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from autonomous._observer import Observer
+from autonomous._progress import ProgressEvent, ProgressHub, ToolCalled, TurnFinished
+from autonomous._supervisor import RecentEvents
+from autonomous._telemetry import Telemetry
+
+pytestmark = pytest.mark.anyio
+
+
+class TestFanOut:
+    async def test_with_nobody_listening_an_event_is_only_logged(self) -> None:
+        """No callback, reader, supervisor or telemetry: the observer only logs."""
+        observer = Observer()
+        with structlog.testing.capture_logs() as logs:
+            await observer.tool_called(3, "check_disk", "ok")
+        assert (False, [("tool_call", 3, "check_disk", "ok")]) == (
+            observer.listening,
+            [(e["event"], e["turn"], e["tool"], e["outcome"]) for e in logs],
+        )
+
+    async def test_the_window_sees_an_event_before_the_callback(self) -> None:
+        """The supervisor's window records an event before the progress callback gets it."""
+        seen: list[tuple[str, ProgressEvent]] = []
+        recent = RecentEvents()
+
+        def callback(turn: int, event: ProgressEvent) -> None:
+            seen.append(("callback", event))
+            assert event in recent.events
+
+        observer = Observer(hub=ProgressHub(callback), recent=recent)
+        await observer.turn_finished(2, 1, "ModelError")
+        event = TurnFinished(2, 1, "ModelError")
+        assert ([("callback", event)], (event,), "ModelError") == (
+            seen,
+            recent.events,
+            recent.last_turn_error,
+        )
+
+    async def test_a_stream_reader_gets_the_events(self) -> None:
+        """A reader subscribed through the observer gets the events reported after it."""
+        observer = Observer()
+        reader = observer.subscribe()
+        await observer.tool_called(1, "t", "error")
+        observer.close()
+        assert [ToolCalled(1, "t", "error")] == [event async for event in reader]
+
+    def test_for_run_gives_a_window_only_to_a_supervised_run(self) -> None:
+        """A run with a supervisor gets a window; one without none."""
+        telemetry = Telemetry.disabled()
+        supervised = Observer.for_run(progress=None, supervised=True, telemetry=telemetry)
+        plain = Observer.for_run(progress=None, supervised=False, telemetry=telemetry)
+        assert (True, False) == (supervised.recent is not None, plain.recent is not None)
+
+
+class TestTelemetry:
+    def test_a_turn_span_counts_the_turn(self) -> None:
+        """Each turn span is one more ``autonomous.turns``, counted inside the span."""
+        spans = InMemorySpanExporter()
+        tracer_provider = TracerProvider()
+        tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+        metrics = InMemoryMetricReader()
+        telemetry = Telemetry.create(
+            tracer_provider=tracer_provider,
+            meter_provider=MeterProvider(metric_readers=[metrics]),
+        )
+        observer = Observer(telemetry=telemetry)
+        for turn in (1, 2):
+            with observer.turn_span(turn):
+                pass
+        data = metrics.get_metrics_data()
+        assert data is not None
+        turns = [
+            point.value
+            for resource in data.resource_metrics
+            for scope in resource.scope_metrics
+            for metric in scope.metrics
+            if metric.name == "autonomous.turns"
+            for point in metric.data.data_points
+            if isinstance(point, NumberDataPoint)
+        ]
+        names = [span.name for span in spans.get_finished_spans()]
+        assert ([2], ["autonomous.turn", "autonomous.turn"]) == (turns, names)
+
+
+class TestLog:
+    async def test_bind_adds_fields_to_every_line(self) -> None:
+        """Fields bound once (session, agent) are on every event logged after."""
+        observer = Observer()
+        observer.bind(session="a/b/c")
+        with structlog.testing.capture_logs() as logs:
+            await observer.paused(4)
+            await observer.resumed(4)
+        assert [("paused", "a/b/c"), ("resumed", "a/b/c")] == [
+            (e["event"], e["session"]) for e in logs
+        ]

@@ -1,0 +1,158 @@
+"""The shape of the library's code: short functions and modules, layers without circles."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ["autonomous", "eventlog", "usage", "permissions", "scheduler"]
+MAX_FUNCTION_LINES = 60
+MAX_MODULE_LINES = 500
+#: The edges of ``autonomous``: sub-packages the core never imports (it is imported by them).
+EDGES = ("autonomous.testing", "autonomous._cli")
+
+
+def _modules() -> Iterator[Path]:
+    for package in PACKAGES:
+        yield from sorted((ROOT / package).rglob("*.py"))
+
+
+def _name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """The modules of ours that ``path`` imports, at any depth (TYPE_CHECKING blocks too)."""
+    tree = ast.parse(path.read_text())
+    package = _name(path) if path.name == "__init__.py" else _name(path).rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join([*base, node.module] if node.module else base)
+            else:
+                target = node.module or ""
+            names = [f"{target}.{a.name}" for a in node.names]
+            found.update(n for n in [target, *names] if _known(n))
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if _known(a.name))
+    return found
+
+
+_KNOWN = {_name(p) for p in _modules()}
+
+
+def _known(name: str) -> bool:
+    return name in _KNOWN
+
+
+class TestSize:
+    def test_no_function_is_longer_than_sixty_lines(self) -> None:
+        """Every function and method of the library fits in sixty lines."""
+        long = []
+        for path in _modules():
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    assert node.end_lineno is not None
+                    lines = node.end_lineno - node.lineno + 1
+                    if lines > MAX_FUNCTION_LINES:
+                        long.append(f"{_name(path)}.{node.name}: {lines}")
+        assert [] == long
+
+    def test_no_module_is_longer_than_five_hundred_lines(self) -> None:
+        """Every module of the library fits in five hundred lines."""
+        long = [
+            f"{_name(p)}: {n}"
+            for p in _modules()
+            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
+        ]
+        assert [] == long
+
+
+class TestLayers:
+    @pytest.mark.parametrize(
+        "package", [p for p in sorted(_KNOWN) if (ROOT / p.replace(".", "/")).is_dir()]
+    )
+    def test_no_import_circle_among_a_packages_modules(self, package: str) -> None:
+        """Within a package the modules import each other one way only, TYPE_CHECKING too."""
+        members = {_name(p): p for p in _modules() if _name(p).rpartition(".")[0] == package}
+        graph = {
+            name: {m for m in _imports(path) if m in members and m != name}
+            for name, path in members.items()
+        }
+        assert [] == _cycles(graph)
+
+    def test_the_core_never_imports_its_edges(self) -> None:
+        """The core modules of ``autonomous`` import neither the CLI nor the testing helpers."""
+        # The public face re-exports a few edge names, and ``python -m autonomous`` is the CLI.
+        faces = {"__init__.py", "__main__.py"}
+        core = [p for p in (ROOT / "autonomous").glob("*.py") if p.name not in faces]
+        crossing = sorted(
+            f"{_name(p)} -> {m}" for p in core for m in _imports(p) if m.startswith(EDGES)
+        )
+        assert [] == crossing
+
+    def test_lower_packages_never_import_autonomous(self) -> None:
+        """usage, permissions, eventlog and scheduler depend on nothing of autonomous."""
+        crossing = sorted(
+            f"{_name(p)} -> {m}"
+            for p in _modules()
+            if not _name(p).startswith("autonomous")
+            for m in _imports(p)
+            if m.startswith("autonomous")
+        )
+        assert [] == crossing
+
+
+class TestConcurrency:
+    #: Loop callbacks and bare tasks: every task lives in a task group, every timer is a
+    #: cancel scope or a sleep on the run's clock. ``call_soon_threadsafe`` stays allowed:
+    #: it is how another thread wakes the loop (``request_wake`` from a thread).
+    FORBIDDEN = re.compile(r"\.(call_soon|call_later|call_at|create_task|ensure_future)\(")
+
+    def test_no_loop_callbacks_or_bare_tasks_in_library_code(self) -> None:
+        """No library module schedules loop callbacks or starts tasks outside a task group."""
+        found = [
+            f"{_name(p)}:{i}: {line.strip()}"
+            for p in _modules()
+            for i, line in enumerate(p.read_text().splitlines(), 1)
+            if self.FORBIDDEN.search(line) and not line.lstrip().startswith("#")
+        ]
+        assert [] == found
+
+
+class TestDocstrings:
+    def test_every_module_states_its_purpose(self) -> None:
+        """Every module of every package, sub-packages included, opens with a docstring."""
+        bare = [_name(p) for p in _modules() if not ast.get_docstring(ast.parse(p.read_text()))]
+        assert [] == bare
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Each import circle of ``graph`` once, as the list of modules along it."""
+    found: list[list[str]] = []
+    seen: set[frozenset[str]] = set()
+
+    def walk(start: str, node: str, path: list[str]) -> None:
+        for nxt in sorted(graph[node]):
+            if nxt == start:
+                key = frozenset(path)
+                if key not in seen:
+                    seen.add(key)
+                    found.append([*path, start])
+            elif nxt not in path and nxt > start:
+                walk(start, nxt, [*path, nxt])
+
+    for start in sorted(graph):
+        walk(start, start, [start])
+    return found
