@@ -10,6 +10,7 @@ import anyio
 import pytest
 
 from autonomous import (
+    Agent,
     ConfigurationError,
     GateWouldDeadlock,
     ModelCalled,
@@ -18,6 +19,7 @@ from autonomous import (
     ModelResponse,
     RetryDecision,
     StopReason,
+    Tool,
     TurnTimeout,
     run_autonomous,
 )
@@ -376,13 +378,13 @@ class TestMisuse:
     async def test_unknown_option_is_named(self) -> None:
         """An unknown keyword names itself."""
         with pytest.raises(ConfigurationError, match=r"max_turn\b"):
-            await run_autonomous(builder(ScriptedModel()), "go", max_turn=3)
+            await run_autonomous(builder(ScriptedModel()), "go", max_turn=3)  # type: ignore[call-arg]
 
     async def test_ask_gate_without_prompter_fails_before_build(self) -> None:
         """An ASK gate with no prompter fails before build runs or any model call."""
         built: list[int] = []
 
-        def build(extra: list[object]) -> object:
+        def build(extra: list[Tool]) -> Agent:
             built.append(1)
             raise AssertionError("build must not run")
 
@@ -394,7 +396,7 @@ class TestMisuse:
         """A build that raises surfaces as BuildError with the cause chained."""
         from autonomous import BuildError
 
-        def build(extra: list[object]) -> object:
+        def build(extra: list[Tool]) -> Agent:
             raise KeyError("no config")
 
         with pytest.raises(BuildError) as info:

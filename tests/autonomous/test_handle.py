@@ -9,11 +9,13 @@ import anyio
 import pytest
 
 from autonomous import (
+    Agent,
     AutonomousStatus,
     BuildError,
     ConfigurationError,
     RunFinished,
     StopReason,
+    Tool,
     start_autonomous,
 )
 from autonomous.testing import ScriptedModel, done, reply
@@ -43,7 +45,7 @@ class TestReady:
     async def test_ready_raises_the_build_error_instead_of_hanging(self) -> None:
         """ready() and wait() raise a failed build; leaving the block does not raise again."""
 
-        def build(extra: list[object]) -> object:
+        def build(extra: list[Tool]) -> Agent:
             raise RuntimeError("no credentials")
 
         async with start_autonomous(build, "go") as h:

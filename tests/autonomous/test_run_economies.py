@@ -379,8 +379,9 @@ class TestKeeperTasks:
         async with _CountingLog(tmp_path / "l.db") as log:
             ref = SessionRef(log, "a", "u", "s")
             model = ScriptedModel([stall])
-            opts = {"lease_ttl": 0.3, "control_poll": 3600}
-            async with start_autonomous(builder(model, session=ref), "go", **opts) as h:
+            async with start_autonomous(
+                builder(model, session=ref), "go", lease_ttl=0.3, control_poll=3600
+            ) as h:
                 await stalled.wait()
                 with anyio.fail_after(5):
                     await log.renewed.wait()
