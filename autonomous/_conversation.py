@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import attrs
+
 from eventlog import (
     AssistantMessage,
     Event,
@@ -19,8 +21,10 @@ from eventlog import (
 )
 
 from ._model import Message, ModelResponse
+from ._results import ToolOutcome
 
 
+@attrs.define(eq=False)
 class Conversation:
     """The message list sent to the model, plus a buffer of events not yet in the log.
 
@@ -30,30 +34,26 @@ class Conversation:
     (its events stay in the log) so a retry starts from the same state.
     """
 
-    __slots__ = (
-        "_base", "_pending", "_starts", "_trimmed", "_turn_start", "author", "goal", "key",
-        "lease", "log", "messages", "system_prompt", "window",
-    )  # fmt: skip
+    log: EventLog
+    key: SessionKey
+    system_prompt: str
+    author: str
+    window: int = attrs.field(default=0, kw_only=True)
+    messages: list[Message] = attrs.field(init=False)
+    goal: str = attrs.field(default="", init=False)
+    #: The run's lease on the session, which fences every append (None: not leased).
+    lease: Lease | None = attrs.field(default=None, init=False)
+    _base: int = attrs.field(init=False)
+    _turn_start: int = attrs.field(init=False)
+    _pending: list[Event] = attrs.field(factory=list, init=False)
+    #: Where each kept turn begins in ``messages``.
+    _starts: list[int] = attrs.field(factory=list, init=False)
+    _trimmed: bool = attrs.field(default=False, init=False)
 
-    def __init__(
-        self, log: EventLog, key: SessionKey, system_prompt: str, author: str, *, window: int = 0
-    ) -> None:
-        self.log = log
-        self.key = key
-        self.author = author
-        self.system_prompt = system_prompt
-        self.messages: list[Message] = (
-            [{"role": "system", "content": system_prompt}] if system_prompt else []
-        )
-        self._base = len(self.messages)
-        self._pending: list[Event] = []
-        self._turn_start = len(self.messages)
-        self.window = window
-        self._starts: list[int] = []  # where each kept turn begins in ``messages``
-        self.goal = ""
-        self._trimmed = False
-        #: The run's lease on the session, which fences every append (None: not leased).
-        self.lease: Lease | None = None
+    def __attrs_post_init__(self) -> None:
+        prompt = self.system_prompt
+        self.messages = [{"role": "system", "content": prompt}] if prompt else []
+        self._base = self._turn_start = len(self.messages)
 
     def load(self, history: list[Message], *, unfinished: int = 0) -> None:
         """Put a resumed session's history (already windowed) after the system message.
@@ -143,7 +143,7 @@ class Conversation:
         how many there were."""
         calls = self.open_calls()
         for call_id, name in calls:
-            self.add_tool_result(call_id, name, content, "interrupted", turn)
+            self.add_tool_result(call_id, name, content, ToolOutcome.INTERRUPTED, turn)
         return len(calls)
 
     def abandon_turn(self) -> None:
@@ -185,7 +185,7 @@ class Conversation:
         )
 
     def add_tool_result(
-        self, call_id: str, name: str, content: str, outcome: str, turn: int
+        self, call_id: str, name: str, content: str, outcome: ToolOutcome, turn: int
     ) -> None:
         """Add one tool result (buffered; it reaches the log with the next flush)."""
         self.messages.append({"role": "tool", "tool_call_id": call_id, "content": content})

@@ -39,6 +39,7 @@ from ._progress import (
     TurnStarted,
     Woke,
 )
+from ._results import ToolOutcome
 from ._supervisor import RecentEvents, Spent
 from ._telemetry import Telemetry
 
@@ -233,14 +234,14 @@ class Observer:
         """The span of one tool call; put its outcome on it with :meth:`tool_outcome`."""
         return self.telemetry.tool_span(turn, tool)
 
-    def tool_outcome(self, span: Span | None, tool: str, outcome: str) -> None:
+    def tool_outcome(self, span: Span | None, tool: str, outcome: ToolOutcome) -> None:
         """A tool call's outcome: on its (open) span, and counted."""
         telemetry = self.telemetry
         if telemetry.enabled:
             telemetry.set_tool_outcome(span, outcome)
             telemetry.count_tool(tool, outcome)
 
-    async def tool_called(self, turn: int, tool: str, outcome: str) -> None:
+    async def tool_called(self, turn: int, tool: str, outcome: ToolOutcome) -> None:
         """A call of ``tool`` in ``turn`` ended with ``outcome`` (ok, error, timeout, denied,
         rejected or interrupted)."""
         if self._info:

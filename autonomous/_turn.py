@@ -22,7 +22,7 @@ from ._observer import Observer
 from ._options import RunOptions
 from ._restore import INTERRUPTED
 from ._result import StopReason
-from ._results import format_error, render_result
+from ._results import ToolOutcome, format_error, render_result
 from ._tools import (
     Tool,
     ToolArgumentError,
@@ -46,7 +46,7 @@ class _Answer:
     and whether it fails the turn instead (a ``fatal_timeout`` tool timed out)."""
 
     content: str
-    outcome: str
+    outcome: ToolOutcome
     fatal: bool = False
 
 
@@ -142,8 +142,8 @@ class TurnRunner:
         rerun = tool is not None and tool.idempotent
         if self.control.handles(call.name) or rerun:
             return False
-        self.conv.add_tool_result(call.id, call.name, INTERRUPTED, "interrupted", turn)
-        await self.observer.tool_called(turn, call.name, "interrupted")
+        self.conv.add_tool_result(call.id, call.name, INTERRUPTED, ToolOutcome.INTERRUPTED, turn)
+        await self.observer.tool_called(turn, call.name, ToolOutcome.INTERRUPTED)
         return True
 
     def _check_budgets(self, calls: int) -> None:
@@ -222,12 +222,12 @@ class TurnRunner:
         that do not fit, the gate) or the tool itself."""
         if self.control.handles(call.name):
             content, outcome = self.control.call(call.name, call.arguments, turn)
-            return _Answer(content, outcome.value)
+            return _Answer(content, outcome)
         resolved = self._resolve(call)
         if isinstance(resolved, str):
-            return _Answer(resolved, "rejected")
+            return _Answer(resolved, ToolOutcome.REJECTED)
         if self.gate is not None and (denied := await self._ask_gate(*resolved, turn, caller)):
-            return _Answer(denied, "denied")
+            return _Answer(denied, ToolOutcome.DENIED)
         return await self._invoke(*resolved, context)
 
     async def _invoke(self, tool: Tool, args: dict[str, Any], context: ToolCallContext) -> _Answer:
@@ -238,16 +238,16 @@ class TurnRunner:
         with self.opts.clock.move_on_after(timeout if timeout > 0 else None) as scope:
             try:
                 with tool_call_context(context):
-                    value = await tool.fn(**args)  # Tool.invoke, one coroutine less
+                    value = await tool.invoke(args)
             except Exception as exc:
                 limit = min(2000, self.opts.max_tool_result_chars)
-                content, outcome = format_error(exc, limit), "error"
+                content, outcome = format_error(exc, limit), ToolOutcome.ERROR
             else:
                 content, rendered = render_result(value, self.opts.max_tool_result_chars)
-                outcome = "ok" if rendered else "error"
+                outcome = ToolOutcome.OK if rendered else ToolOutcome.ERROR
         if scope.cancelled_caught:
             content = f"error: tool {tool.name} timed out after {timeout:g} s"
-            return _Answer(content, "timeout", fatal=tool.fatal_timeout)
+            return _Answer(content, ToolOutcome.TIMEOUT, fatal=tool.fatal_timeout)
         return _Answer(content, outcome)
 
     def _resolve(self, call: ToolCall) -> tuple[Tool, dict[str, Any]] | str:
