@@ -120,13 +120,14 @@ RebuildFn = Callable[[list[Tool], str], Agent | Awaitable[Agent]]
 
 
 def _model_of(model: object, kwargs: dict[str, Any]) -> Model:
-    """The Model for ``model``: a litellm model string (the client is made lazily) or a Model."""
+    """The Model for ``model``: a model string (``local/<name>`` runs in this process, any
+    other goes to litellm; the client is made lazily) or a Model."""
     if isinstance(model, str):
         if not model.strip():
             raise ConfigurationError("Agent model must be a non-blank litellm model string")
-        from ._models._litellm import LiteLLMModel
+        from ._models import model_for
 
-        return LiteLLMModel(model, **kwargs)
+        return model_for(model, **kwargs)
     if isinstance(model, Model):
         if kwargs:
             raise ConfigurationError(

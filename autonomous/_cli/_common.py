@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import socket
-import sys
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -21,6 +20,7 @@ from eventlog import Event as LogEvent
 from eventlog import EventKind, EventLog, Note, SessionKey, SqliteEventLog, process_alive
 
 from .._errors import ConfigurationError
+from .._models._import import import_litellm
 from ._spec import AgentSpec, load_spec
 
 T = TypeVar("T")
@@ -30,8 +30,6 @@ T = TypeVar("T")
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED = 0, 1, 2, 3
 #: The text of the note that records which spec file a session runs (its data holds the path).
 SPEC_NOTE = "agent spec"
-#: litellm's documented switches to use its bundled catalogs instead of fetching them.
-_LITELLM_SWITCHES = ("LITELLM_LOCAL_MODEL_COST_MAP", "LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS")
 
 
 class CliError(Exception):
@@ -99,15 +97,8 @@ def load_spec_or_fail(path: str | os.PathLike[str]) -> AgentSpec:
 
 async def prepare_litellm(spec: AgentSpec) -> None:
     """Import litellm (in a thread) with its bundled catalogs and its debug banner off."""
-    if spec.scripted:
-        return
-    for switch in _LITELLM_SWITCHES:
-        os.environ.setdefault(switch, "True")
-    if "litellm" not in sys.modules:
-        await anyio.to_thread.run_sync(__import__, "litellm")
-    import litellm
-
-    litellm.suppress_debug_info = True
+    if not spec.scripted:
+        await import_litellm()
 
 
 async def until_signal(work: Callable[[], Awaitable[T]]) -> tuple[T | None, int | None]:

@@ -8,7 +8,23 @@ Map:
     _local_engine.py  the llama.cpp engine behind them: weights, tool prompts, tool-call parsing
 """
 
-from ._litellm import LiteLLMModel
-from ._local import LocalModelUnavailable, register_local_models
+from typing import Any
 
-__all__ = ["LiteLLMModel", "LocalModelUnavailable", "register_local_models"]
+from ._litellm import LiteLLMModel
+from ._local import LocalModel, LocalModelUnavailable, is_local_model, register_local_models
+
+__all__ = [
+    "LiteLLMModel",
+    "LocalModel",
+    "LocalModelUnavailable",
+    "model_for",
+    "register_local_models",
+]
+
+
+def model_for(name: str, **completion_kwargs: Any) -> LiteLLMModel:
+    """The model a model string names: a :class:`LocalModel` for ``local/<name>`` (checked
+    now: a missing extra fails here), else a :class:`LiteLLMModel` (the client is lazy)."""
+    if is_local_model(name):
+        return LocalModel(name, **completion_kwargs)
+    return LiteLLMModel(name, **completion_kwargs)

@@ -27,7 +27,7 @@ async def import_litellm() -> Any:
         await anyio.to_thread.run_sync(importlib.import_module, "litellm", abandon_on_cancel=True)
     import litellm  # already loaded; waits if another thread is still loading it
 
-    return litellm
+    return _quiet(litellm)
 
 
 def load_litellm() -> Any:
@@ -36,4 +36,11 @@ def load_litellm() -> Any:
         os.environ.setdefault(switch, "True")
     import litellm
 
+    return _quiet(litellm)
+
+
+def _quiet(litellm: Any) -> Any:
+    """``litellm`` with its debug banner off: a failed call is reported as our ModelError,
+    not with litellm's "Give Feedback / Get Help" lines on stdout."""
+    litellm.suppress_debug_info = True
     return litellm

@@ -12,6 +12,7 @@ from structlog.testing import capture_logs
 
 from autonomous import Agent, ConfigurationError, run_autonomous
 from autonomous._models._litellm import LiteLLMModel
+from autonomous._models._local import LocalModel
 from autonomous._steering import LoadedFiles, Problem, check_scoped, load_scoped
 from autonomous.testing import ScriptedModel, done, reply
 
@@ -54,6 +55,25 @@ class TestAgentModel:
             agent.model.name,
             dict(agent.model.completion_kwargs),
         )
+
+    def test_a_local_model_string_becomes_a_local_model(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """``local/<name>`` is routed to LocalModel (here with the extra's check stubbed: the
+        check itself is tested with the local model), keywords and all."""
+        import autonomous._models._local as local
+        import autonomous._models._local_engine as engine
+
+        checked: list[str] = []
+        for module in (local, engine):
+            monkeypatch.setattr(module, "check_local_model", checked.append)
+        agent = Agent("local/smollm2", max_tokens=8)
+        assert isinstance(agent.model, LocalModel)
+        assert ({"local/smollm2"}, {"max_tokens": 8}) == (
+            set(checked),
+            dict(agent.model.completion_kwargs),
+        )
+        assert not isinstance(Agent("openai/gpt-4o-mini").model, LocalModel)
 
     def test_none_completion_keywords_are_dropped(self) -> None:
         """Completion keywords set to None never reach litellm."""

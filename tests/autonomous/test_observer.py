@@ -11,6 +11,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from autonomous import ToolOutcome
 from autonomous._observer import Observer
 from autonomous._progress import ProgressEvent, ProgressHub, ToolCalled, TurnFinished
 from autonomous._supervisor import RecentEvents
@@ -24,7 +25,7 @@ class TestFanOut:
         """No callback, reader, supervisor or telemetry: the observer only logs."""
         observer = Observer()
         with structlog.testing.capture_logs() as logs:
-            await observer.tool_called(3, "check_disk", "ok")
+            await observer.tool_called(3, "check_disk", ToolOutcome.OK)
         assert (False, [("tool_call", 3, "check_disk", "ok")]) == (
             observer.listening,
             [(e["event"], e["turn"], e["tool"], e["outcome"]) for e in logs],
@@ -52,7 +53,7 @@ class TestFanOut:
         """A reader subscribed through the observer gets the events reported after it."""
         observer = Observer()
         reader = observer.subscribe()
-        await observer.tool_called(1, "t", "error")
+        await observer.tool_called(1, "t", ToolOutcome.ERROR)
         observer.close()
         assert [ToolCalled(1, "t", "error")] == [event async for event in reader]
 
