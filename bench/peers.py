@@ -34,12 +34,10 @@ there), hence fewer runs at T=500 than at T=50.
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib.metadata
 import logging
 import statistics
 import sys
-import time
 import warnings
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -47,6 +45,7 @@ from typing import Any
 
 import anyio
 import structlog
+from overhead import timed  # the same round-robin harness (run as bench/peers.py)
 
 #: The Ts the table reports.
 TS = (50, 500)
@@ -327,25 +326,6 @@ def checked(fw: Framework, calls: int) -> Callable[[], Awaitable[None]]:
         counts.final = ""
 
     return run
-
-
-async def timed(
-    fns: dict[str, Callable[[], Awaitable[None]]], repeats: int
-) -> dict[str, list[float]]:
-    """Seconds of ``repeats`` runs of each fn (after one warm-up each), taking turns round by
-    round with the order rotating (as bench/overhead.py times its loops)."""
-    for fn in fns.values():
-        await fn()
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    names = list(fns)
-    for round_no in range(repeats):
-        shift = round_no % len(names)
-        for name in names[shift:] + names[:shift]:
-            gc.collect()
-            start = time.perf_counter()
-            await fns[name]()
-            times[name].append(time.perf_counter() - start)
-    return times
 
 
 async def main(quick: bool) -> None:
