@@ -3,7 +3,8 @@ sessions in an event log; and ``daemon``, which resumes sessions when they are d
 
 Map:
     _main.py       the parser, logging set-up and dispatch
-    _common.py     exit codes, the log, session names, the spec note, signals
+    _exits.py      the exit statuses
+    _common.py     the log, session names, the spec note, signals
     _run.py        run and resume, with live progress
     _inspect.py    ls, show, inject, pause, unpause, stop
     _daemon.py     daemon
@@ -11,9 +12,9 @@ Map:
     _refs.py       module:function references in specs
     _spec.py       the spec file format: AgentSpec, load_spec
 
-Exit status: 0 done; 1 a run that failed (retry_policy_aborted, lease_lost) or a spec with errors;
-2 a usage or configuration error; 3 a session another process holds; 130 after Ctrl-C (143 after
-SIGTERM), once the run has stopped cleanly and written its final checkpoint.
+Exit status: see :class:`._exits.Exit` (0 completed, 10 deferred, 11 budget, 12 aborted,
+13 failed, 14 lease lost, 15 stopped, 1 the command could not do it, 2 usage, 3 locked, 4 the
+store; 130/143 after SIGINT/SIGTERM once the final checkpoint is written).
 """
 
 from ._main import main

@@ -1,4 +1,4 @@
-"""What the CLI's commands share: exit codes, the log, session names, the spec note, signals."""
+"""What the CLI's commands share: the log, session names, the spec note, signals."""
 
 from __future__ import annotations
 
@@ -21,13 +21,11 @@ from eventlog import EventKind, EventLog, Note, SessionKey, SqliteEventLog, proc
 
 from .._errors import ConfigurationError
 from .._models._import import import_litellm
+from ._exits import Exit
 from ._spec import AgentSpec, load_spec
 
 T = TypeVar("T")
 
-#: Exit codes: success, a run that failed or a spec with errors, a usage or configuration
-#: error, a session another process holds, and 128 + the signal that interrupted us.
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED = 0, 1, 2, 3
 #: The text of the note that records which spec file a session runs (its data holds the path).
 SPEC_NOTE = "agent spec"
 
@@ -35,7 +33,7 @@ SPEC_NOTE = "agent spec"
 class CliError(Exception):
     """A problem the CLI reports in one line and exits on (``code`` is the exit status)."""
 
-    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
+    def __init__(self, message: str, code: int = Exit.USAGE) -> None:
         super().__init__(message)
         self.code = code
 
@@ -145,11 +143,6 @@ def single(group: BaseExceptionGroup[BaseException]) -> BaseException:
         else:
             leaves.append(exc)
     return leaves[0] if len(leaves) == 1 else group
-
-
-def exit_code_for(signum: int) -> int:
-    """The conventional exit status after ``signum``: 130 for SIGINT, 143 for SIGTERM."""
-    return 128 + signum
 
 
 def holder_gone(holder: str) -> bool:

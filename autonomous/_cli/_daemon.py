@@ -34,13 +34,13 @@ from .._driver import resume_autonomous
 from .._result import RunResult
 from ._common import (
     emit_json,
-    exit_code_for,
     holder_gone,
     open_log,
     prepare_litellm,
     spec_of_session,
 )
 from ._common import until_signal as _until_signal
+from ._exits import for_signal
 
 _log = structlog.get_logger("autonomous.daemon")
 _AUTHOR = "autonomous-daemon"
@@ -171,4 +171,4 @@ async def cmd_daemon(args: argparse.Namespace) -> int:
         )
         _, signum = await _until_signal(daemon.serve)
     report("daemon_stopped", signal=signum)
-    return exit_code_for(signum) if signum is not None else 0
+    return for_signal(signum) if signum is not None else 0

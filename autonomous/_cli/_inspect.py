@@ -30,7 +30,6 @@ from permissions import Caller
 
 from .._remote import send_control, send_inject
 from ._common import (
-    EXIT_OK,
     CliError,
     cli_errors,
     emit_json,
@@ -40,6 +39,7 @@ from ._common import (
     require_session,
     resolve_session,
 )
+from ._exits import Exit
 
 #: The control action each command sends.
 CONTROL_ACTIONS = {"pause": "pause", "unpause": "resume", "stop": "stop"}
@@ -87,10 +87,10 @@ async def cmd_ls(args: argparse.Namespace) -> int:
         rows = [summary_dict(s, utcnow()) for s in await log.sessions()]
     if args.json:
         emit_json(rows)
-        return EXIT_OK
+        return Exit.OK
     if not rows:
         print("no sessions")
-        return EXIT_OK
+        return Exit.OK
     header = ("SESSION", "STATUS", "STOP REASON", "TURNS", "COST", "NEXT WAKE", "HOLDER")
     table = [header] + [
         (
@@ -107,7 +107,7 @@ async def cmd_ls(args: argparse.Namespace) -> int:
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     for row in table:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-    return EXIT_OK
+    return Exit.OK
 
 
 def _short_time(iso: str | None) -> str:
@@ -125,14 +125,14 @@ async def cmd_show(args: argparse.Namespace) -> int:
             events = await log.read(key)
     if args.json:
         emit_json([event_to_dict(e) for e in events])
-        return EXIT_OK
+        return Exit.OK
     if not events:
         raise CliError(f"session {key} has no events")
     print(f"session {key}: {len(events)} event(s)")
     width = None if args.full else args.width
     for event in events:
         print(timeline_line(event, width))
-    return EXIT_OK
+    return Exit.OK
 
 
 def timeline_line(event: Event, width: int | None) -> str:
@@ -224,7 +224,7 @@ async def cmd_inject(args: argparse.Namespace) -> int:
         emit_json({"session": str(key), "message_id": message_id})
     else:
         print(f"queued message {message_id} for {key}")
-    return EXIT_OK
+    return Exit.OK
 
 
 async def cmd_control(args: argparse.Namespace) -> int:
@@ -240,4 +240,4 @@ async def cmd_control(args: argparse.Namespace) -> int:
         emit_json({"session": str(key), "action": action})
     else:
         print(f"sent {action} to {key}")
-    return EXIT_OK
+    return Exit.OK

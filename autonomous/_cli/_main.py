@@ -11,11 +11,12 @@ from collections.abc import Awaitable, Callable, Sequence
 import anyio
 import structlog
 
-from eventlog import EventLogError
+from eventlog import EventLogError, LeaseLost, SessionFinished, SessionLocked
 
 from .._errors import AutonomousError
-from ._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, emit_json, single
+from ._common import CliError, emit_json, single
 from ._daemon import cmd_daemon
+from ._exits import Exit, help_text
 from ._inspect import cmd_control, cmd_inject, cmd_ls, cmd_show
 from ._run import add_budget_overrides, cmd_resume, cmd_run
 from ._validate import validate
@@ -48,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="autonomous",
         description="Run bounded autonomous agents from spec files and control their sessions.",
+        epilog=help_text(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         parents=[common],
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -160,7 +163,7 @@ async def cmd_validate(args: argparse.Namespace) -> int:
             print(problem)
         warnings = len(problems) - len(errors)
         print(f"{args.spec}: {len(errors)} error(s), {warnings} warning(s)")
-    return EXIT_FAILED if errors else EXIT_OK
+    return Exit.ERROR if errors else Exit.OK
 
 
 COMMANDS: dict[str, Command] = {
@@ -193,8 +196,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.code
-    except (AutonomousError, EventLogError) as exc:
+    except EventLogError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return _store_exit(exc)
+    except AutonomousError as exc:
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return Exit.USAGE
     except KeyboardInterrupt:  # a second Ctrl-C while a run was stopping
-        return 130
+        return Exit.SIGINT
+
+
+def _store_exit(exc: EventLogError) -> int:
+    """The exit status of an event-log error that reached the top."""
+    if isinstance(exc, SessionLocked):
+        return Exit.LOCKED
+    if isinstance(exc, SessionFinished):
+        return Exit.ERROR
+    if isinstance(exc, LeaseLost):
+        return Exit.LEASE_LOST
+    return Exit.STORE

@@ -20,13 +20,9 @@ from .._options import make_options
 from .._progress import ModelCalled, Paused, Resumed, TurnFinished, Woke
 from .._result import RunResult, StopReason
 from ._common import (
-    EXIT_FAILED,
-    EXIT_LOCKED,
-    EXIT_OK,
     CliError,
     cli_errors,
     emit_json,
-    exit_code_for,
     load_spec_or_fail,
     open_log,
     prepare_litellm,
@@ -35,10 +31,8 @@ from ._common import (
     spec_of_session,
     until_signal,
 )
+from ._exits import Exit, for_reason, for_signal
 from ._spec import AgentSpec
-
-#: Stop reasons after which the command exits with EXIT_FAILED.
-_FAILED = frozenset({StopReason.RETRY_POLICY_ABORTED.value, StopReason.LEASE_LOST.value})
 
 
 class ProgressPrinter:
@@ -159,7 +153,7 @@ async def cmd_resume(args: argparse.Namespace) -> int:
         try:
             result, signum = await until_signal(lambda: resume_autonomous(build, ref, **options))
         except SessionLocked as exc:
-            raise CliError(f"session {key} is held by {exc.holder}", EXIT_LOCKED) from exc
+            raise CliError(f"session {key} is held by {exc.holder}", Exit.LOCKED) from exc
         return await _finish(args, log, key, result, signum)
 
 
@@ -194,8 +188,8 @@ async def _finish(
     else:
         _print_summary(summary)
     if signum is not None:
-        return exit_code_for(signum)
-    return EXIT_FAILED if summary["reason"] in _FAILED else EXIT_OK
+        return for_signal(signum)
+    return for_reason(summary["reason"])
 
 
 def result_summary(key: SessionKey, result: RunResult) -> dict[str, Any]:

@@ -37,7 +37,7 @@ class TestRemoteControl:
         assert (3, True) == (second.returncode, "is held by" in second.stderr), second.stderr
         sent = cli(agent_dir, "stop", "tests/tester/r1", "--as", "bob")
         assert 0 == sent.returncode, sent.stderr
-        assert 0 == run.finish(timeout=OBEY + 5)
+        assert 15 == run.finish(timeout=OBEY + 5)  # stopped
         result = json.loads(run.stdout())
         assert "context_cancelled" == result["reason"]
         events = session_events(agent_dir, "r1")
@@ -75,5 +75,5 @@ class TestRemoteControl:
         run.wait_for(r"^resumed before turn", timeout=OBEY)
         run.wait_for(rf"^turn {turns + 1} \|", timeout=OBEY)
         assert 0 == cli(agent_dir, "stop", "r3").returncode
-        assert 0 == run.finish(timeout=OBEY + 5)
+        assert 15 == run.finish(timeout=OBEY + 5)  # stopped
         assert "context_cancelled" == json.loads(run.stdout())["reason"]

@@ -18,10 +18,10 @@ from .conftest import BRAINS, Background, cli, session_events, write_spec
 DEFERRING = '[scheduler]\nkind = "exit"\n'
 
 
-def run_json(cwd: Path, *args: str) -> dict[str, object]:
-    """``run ... --json`` succeeded; its result document."""
+def run_json(cwd: Path, *args: str, status: int = 0) -> dict[str, object]:
+    """``run ... --json`` exited with ``status``; its result document."""
     done = cli(cwd, "run", *args, "--json")
-    assert 0 == done.returncode, done.stderr
+    assert status == done.returncode, done.stderr
     result: dict[str, object] = json.loads(done.stdout)
     return result
 
@@ -92,7 +92,7 @@ class TestInjectAndResume:
     def test_inject_then_resume_delivers_the_message(self, agent_dir: Path) -> None:
         """A message injected into a deferred session reaches the model on resume, once."""
         write_spec(agent_dir, "later", "deferring", extra=DEFERRING)
-        first = run_json(agent_dir, "later.toml", "--session", "d1")
+        first = run_json(agent_dir, "later.toml", "--session", "d1", status=10)  # deferred
         assert "deferred" == first["reason"]
         injected = cli(agent_dir, "inject", "d1", "disk 7 is full", "--as", "alice", "--json")
         assert 0 == injected.returncode, injected.stderr
