@@ -4,6 +4,7 @@ sessions in an event log; and ``daemon``, which resumes sessions when they are d
 Map:
     _main.py       the parser, logging set-up and dispatch
     _exits.py      the exit statuses
+    _durations.py  durations as people write them (30m, 1h)
     _common.py     the log, session names, the spec note, signals
     _run.py        run and resume, with live progress
     _inspect.py    ls, show, inject, pause, unpause, stop
