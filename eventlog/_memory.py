@@ -20,10 +20,12 @@ from ._rules import (
     check_fenced_batch,
     check_limit,
     checkpoint_of,
+    control_marks,
     is_due,
     lease_expiry,
     may_take_lease,
     summary_of,
+    with_marks,
 )
 from ._store import Clock, Lease, LeaseHolder, SessionSummary
 
@@ -69,6 +71,8 @@ class MemoryEventLog:
         self._events: dict[SessionKey, list[_Stored]] = {}
         self._checkpoints: dict[SessionKey, _Stored] = {}
         self._summaries: dict[SessionKey, SessionSummary] = {}  # built on demand, per checkpoint
+        # (paused, stopped) marks of control requests after each session's latest checkpoint
+        self._marks: dict[SessionKey, tuple[bool | None, bool]] = {}
         self._leases: dict[SessionKey, Lease] = {}  # the held ones
         self._epochs: dict[SessionKey, int] = {}  # the last epoch of each session, kept forever
         self._closed = False
@@ -125,7 +129,16 @@ class MemoryEventLog:
             bucket.append((seq, event))
             if event.kind == EventKind.CHECKPOINT:
                 self._checkpoints[key] = (seq, event)
+                self._marks.pop(key, None)
+            elif event.kind == EventKind.CONTROL and key in self._checkpoints:
+                self._mark(key, event)
         return list(range(first, self._seq + 1))
+
+    def _mark(self, key: SessionKey, event: Event) -> None:
+        """Note what a control request says of its session's summary (see ``control_marks``)."""
+        paused, stopped = control_marks(event.payload)
+        was_paused, was_stopped = self._marks.get(key, (None, False))
+        self._marks[key] = (was_paused if paused is None else paused, was_stopped or stopped)
 
     async def read(
         self,
@@ -189,7 +202,8 @@ class MemoryEventLog:
             summary = summaries.get(key)
             if summary is None or summary.checkpoint_seq != seq:
                 summary = summaries[key] = summary_of(event, seq)
-            current.append(summary)
+            marks = self._marks.get(key)
+            current.append(summary if marks is None else with_marks(summary, *marks))
         return current
 
     def _with_holder(self, summary: SessionSummary) -> SessionSummary:

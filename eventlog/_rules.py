@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
-from ._events import Checkpoint, Event
+import attrs
+
+from ._events import Checkpoint, Control, Event
 from ._process import PROC, kill_probe, process_stat
 from ._store import Lease, LeaseHolder, SessionSummary
 
@@ -96,8 +98,39 @@ def summary_of(event: Event, seq: int | None = None) -> SessionSummary:
     )
 
 
+def control_marks(payload: object) -> tuple[bool | None, bool]:
+    """What a control request appended after a session's latest checkpoint says of its summary:
+    ``(paused, stopped)``, ``paused`` None when the request leaves it as it is.
+
+    A stop or pause of a session that is not running must show (``ls``) and stick (the daemon
+    skips it) before any run reads it, so the summary takes it at append; the session's next
+    checkpoint, written by a run that has obeyed it or by a forced resume, says the rest.
+    """
+    if not isinstance(payload, Control):
+        return None, False
+    action = payload.action
+    if action == "stop":
+        return None, True
+    if action in ("pause", "resume"):
+        return action == "pause", False
+    return None, False
+
+
+def with_marks(summary: SessionSummary, paused: bool | None, stopped: bool) -> SessionSummary:
+    """``summary`` with the marks of the control requests appended after its checkpoint."""
+    if paused is None and not stopped:
+        return summary
+    return attrs.evolve(
+        summary,
+        paused=summary.paused if paused is None else paused,
+        stopped=summary.stopped or stopped,
+    )
+
+
 def is_due(summary: SessionSummary, now: datetime) -> bool:
-    """Whether a session deferred itself to a wake time that has come (and was not stopped)."""
+    """Whether a session deferred itself to a wake time that has come (and was not stopped).
+
+    A paused one is due too: the caller decides (the daemon shows it paused and leaves it)."""
     return (
         not summary.stopped
         and summary.stop_reason == "deferred"

@@ -111,6 +111,10 @@ INSERT_SESSION = "INSERT INTO sessions (app, user, session_id) VALUES (?, ?, ?)"
 INSERT_EVENT = (
     "INSERT INTO events (sid, id, kind, author, at, v, payload) VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
+#: A stop or a pause/resume request appended after the latest checkpoint marks the summary
+#: (parameters: the request's seq, then the flag for MARK_PAUSED, then the sid).
+MARK_STOPPED = "UPDATE sessions SET stopped = 1 WHERE checkpoint_seq < ?1 AND sid = ?2"
+MARK_PAUSED = "UPDATE sessions SET paused = ?2 WHERE checkpoint_seq < ?1 AND sid = ?3"
 UPDATE_SUMMARY = """
 UPDATE sessions SET
     checkpoint_seq = ?, turns = ?, cost_usd = ?, stop_reason = ?, next_wake_at = ?, updated_at = ?,

@@ -179,8 +179,8 @@ class SqliteEventLog:
     async def _append(
         self, events: Sequence[Event], lease: Lease | None, *, release: bool
     ) -> list[int]:
-        rows, checkpoints = tx.encode(events, self._sids)
-        insert = functools.partial(tx.insert, rows=rows, checkpoints=checkpoints)
+        rows, updates = tx.encode(events, self._sids)
+        insert = functools.partial(tx.insert, rows=rows, updates=updates)
         if lease is not None:
             insert = functools.partial(tx.fenced, insert=insert, lease=lease, release=release)
         seqs, added = await self._write(

@@ -10,7 +10,11 @@ from typing import Any
 from . import _schema as sql
 from ._errors import LeaseLost
 from ._events import Event, EventKind, SessionKey
+from ._rules import control_marks
 from ._store import Lease
+
+#: A summary update: its statement, and its parameters between the event's seq and the sid.
+SummaryUpdate = tuple[str, tuple[Any, ...]]
 
 
 def version(conn: sqlite3.Connection) -> str:
@@ -33,28 +37,35 @@ def migrate(conn: sqlite3.Connection) -> None:
 
 def encode(
     events: Sequence[Event], sids: dict[SessionKey, int]
-) -> tuple[list[tuple[Any, ...]], dict[int, tuple[Any, ...]]]:
-    """A batch's INSERT rows, and the summary parameters of each checkpoint by row index.
+) -> tuple[list[tuple[Any, ...]], dict[int, SummaryUpdate]]:
+    """A batch's INSERT rows, and the summary updates (statement, parameters after the seq) of
+    its checkpoints and control requests, by row index.
 
     ``sids`` is the log's cache of session ids: a session not in it is named by its key, for
     :func:`insert` to resolve inside the transaction.
     """
     rows: list[tuple[Any, ...]] = []
-    checkpoints: dict[int, tuple[Any, ...]] = {}
+    updates: dict[int, SummaryUpdate] = {}
     for event in events:
         rows.append(sql.event_row(sids.get(event.key, event.key), event))
         if event.kind == EventKind.CHECKPOINT:
-            checkpoints[len(rows) - 1] = sql.checkpoint_params(event)
-    return rows, checkpoints
+            updates[len(rows) - 1] = (sql.UPDATE_SUMMARY, sql.checkpoint_params(event))
+        elif event.kind == EventKind.CONTROL:
+            paused, stopped = control_marks(event.payload)
+            if stopped:
+                updates[len(rows) - 1] = (sql.MARK_STOPPED, ())
+            elif paused is not None:
+                updates[len(rows) - 1] = (sql.MARK_PAUSED, (int(paused),))
+    return rows, updates
 
 
 def insert(
     conn: sqlite3.Connection,
     *,
     rows: list[tuple[Any, ...]],
-    checkpoints: dict[int, tuple[Any, ...]],
+    updates: dict[int, SummaryUpdate],
 ) -> tuple[list[int], dict[SessionKey, int]]:
-    """Insert a batch and its checkpoints' summaries; the seqs, and the sessions it added.
+    """Insert a batch and its summary updates; the seqs, and the sessions it added.
 
     A row whose first parameter is a :class:`SessionKey` (not yet an id) gets the session's id
     here, the session added if it is new to the file.
@@ -73,8 +84,9 @@ def insert(
         seq = cursor.lastrowid
         assert seq is not None  # an INSERT always sets it
         seqs.append(seq)
-        if checkpoints and index in checkpoints:
-            cursor.execute(sql.UPDATE_SUMMARY, (seq, *checkpoints[index], row[0]))
+        if updates and index in updates:
+            statement, params = updates[index]
+            cursor.execute(statement, (seq, *params, row[0]))
     return seqs, added
 
 

@@ -72,8 +72,9 @@ class Lease:
 class SessionSummary:
     """One session as the latest checkpoint left it (what ``autonomous ls`` shows).
 
-    ``paused`` and ``stopped`` are the checkpoint's own flags: the run was parked by a pause,
-    or stopped on purpose (a stopped session is never due; resuming it needs force).
+    ``paused``: the run was parked by a pause, or a pause request came after the latest
+    checkpoint (a ``resume`` request clears it). ``stopped``: the session was stopped on
+    purpose, by its checkpoint or a stop request after it (never due; resuming needs force).
     """
 
     key: SessionKey
@@ -141,13 +142,18 @@ class EventLog(Protocol):
         ...
 
     async def sessions(self) -> list[SessionSummary]:
-        """Every session that has written a checkpoint, newest first."""
+        """Every session that has written a checkpoint, newest first.
+
+        ``paused`` and ``stopped`` also count the control requests appended after the latest
+        checkpoint (a stop or pause of a session that is not running shows at once).
+        """
         ...
 
     async def due_sessions(self, now: datetime) -> list[SessionSummary]:
         """Sessions whose latest checkpoint is ``deferred`` with ``next_wake_at <= now``.
 
-        A session whose latest checkpoint says it was stopped on purpose is never due.
+        A session that was stopped on purpose (its latest checkpoint says so, or a stop request
+        came after it) is never due. A paused one is (``summary.paused``): the caller decides.
         """
         ...
 

@@ -5,15 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import socket
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-import anyio
 import attrs
 
 from eventlog import Event as LogEvent
@@ -55,7 +53,7 @@ async def resolve_session(log: EventLog, text: str) -> SessionKey:
         raise CliError(f"{text!r} is not a session: give app/user/session_id or a session id")
     matches = [s.key for s in await log.sessions() if s.key.session_id == text]
     if not matches:
-        raise CliError(f"no session {text!r} in the log: give app/user/session_id")
+        raise CliError(f"no session {text!r} in the log: give app/user/session_id", Exit.ERROR)
     if len(matches) > 1:
         names = ", ".join(str(k) for k in matches)
         raise CliError(f"session id {text!r} is ambiguous ({names}): give app/user/session_id")
@@ -97,39 +95,6 @@ async def prepare_litellm(spec: AgentSpec) -> None:
     """Import litellm (in a thread) with its bundled catalogs and its debug banner off."""
     if not spec.scripted:
         await import_litellm()
-
-
-async def until_signal(work: Callable[[], Awaitable[T]]) -> tuple[T | None, int | None]:
-    """Run ``work`` until it returns or SIGINT/SIGTERM arrives (then cancel it, cleanly).
-
-    Returns ``(result, None)`` or ``(None, signal number)``; cancelled work unwinds first (a run
-    writes its final checkpoint).
-    """
-    results: list[T] = []
-    signals: list[int] = []
-
-    async def watch(scope: anyio.CancelScope) -> None:
-        """Cancel ``scope`` at the first SIGINT or SIGTERM."""
-        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as received:
-            async for signum in received:
-                signals.append(signum)
-                scope.cancel()
-                return
-
-    async def main(scope: anyio.CancelScope) -> None:
-        """Run the work, then end the watcher."""
-        results.append(await work())
-        scope.cancel()
-
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(watch, tg.cancel_scope)
-            tg.start_soon(main, tg.cancel_scope)
-    except BaseExceptionGroup as group:
-        raise single(group) from None
-    if results:
-        return results[0], None
-    return None, signals[0] if signals else None
 
 
 def single(group: BaseExceptionGroup[BaseException]) -> BaseException:

@@ -10,6 +10,8 @@ the spec file the session recorded. Its state is all in the log, so it survives 
   process of this host that has exited is taken over at once;
 - a session whose resume failed (a missing spec, a build error) is not tried again until its
   latest checkpoint changes;
+- a session stopped on purpose is never due; a paused one (a pause request came while it
+  slept) is reported ``paused`` and left alone until ``autonomous unpause``;
 - on SIGINT or SIGTERM the daemon stops its runs (each writes its final checkpoint) and hands each
   one back as due (a ``deferred`` checkpoint authored ``autonomous-daemon``), so the next daemon
   picks it up where this one left it.
@@ -39,8 +41,8 @@ from ._common import (
     prepare_litellm,
     spec_of_session,
 )
-from ._common import until_signal as _until_signal
 from ._exits import for_signal
+from ._signals import until_signal
 
 _log = structlog.get_logger("autonomous.daemon")
 _AUTHOR = "autonomous-daemon"
@@ -63,6 +65,7 @@ class Daemon:
         self._report = report
         self._active: set[SessionKey] = set()
         self._failed: dict[SessionKey, int] = {}  # the checkpoint seq a resume failed on
+        self._paused: set[SessionKey] = set()  # reported paused, not run until unpaused
 
     async def serve(self) -> None:
         """Poll and resume until cancelled; with ``once``, one pass and wait for its runs."""
@@ -86,10 +89,21 @@ class Daemon:
         for s in found:
             if (s.holder and not holder_gone(s.holder)) or s.key in self._active or s.key in chosen:
                 continue
-            if self._failed.get(s.key) == s.checkpoint_seq:
+            if self._failed.get(s.key) == s.checkpoint_seq or self._left_paused(s):
                 continue
             chosen[s.key] = s
         return list(chosen.values())
+
+    def _left_paused(self, summary: Summary) -> bool:
+        """Whether a session is paused (a pause request came while it slept): it is left alone
+        until an unpause, and reported once, so an operator sees why it does not run."""
+        if not summary.paused:
+            self._paused.discard(summary.key)
+            return False
+        if summary.key not in self._paused:
+            self._paused.add(summary.key)
+            self._report("paused", session=str(summary.key), hint="autonomous unpause SESSION")
+        return True
 
     async def _resume(self, summary: Summary) -> None:
         """Resume one session and report how it went; a failure is reported, never raised."""
@@ -169,6 +183,6 @@ async def cmd_daemon(args: argparse.Namespace) -> int:
         daemon = Daemon(
             log, poll=args.poll, once=args.once, crashed=not args.deferred_only, report=report
         )
-        _, signum = await _until_signal(daemon.serve)
+        _, signum = await until_signal(daemon.serve)
     report("daemon_stopped", signal=signum)
     return for_signal(signum) if signum is not None else 0

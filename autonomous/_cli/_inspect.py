@@ -53,8 +53,10 @@ def status_of(summary: SessionSummary, now: datetime) -> str:
         return "paused" if summary.paused else "running"
     if summary.stopped:
         return "stopped"
-    if reason is None:
-        return "interrupted"  # no exit recorded and nobody alive holds it: a crash
+    if summary.paused:
+        return "paused"  # a pause request waits for the next resume (or an unpause)
+    if reason is None or reason == "context_cancelled":
+        return "interrupted"  # a crash, or a signal: resumable as it is
     if reason == "deferred":
         wake = summary.next_wake_at
         return "due" if wake is not None and wake <= now else "deferred"

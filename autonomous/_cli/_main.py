@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
+import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -16,9 +18,11 @@ from eventlog import EventLogError, LeaseLost, SessionFinished, SessionLocked
 from .._errors import AutonomousError
 from ._common import CliError, emit_json, single
 from ._daemon import cmd_daemon
-from ._exits import Exit, help_text
+from ._exits import Exit, for_signal, help_text
 from ._inspect import cmd_control, cmd_inject, cmd_ls, cmd_show
+from ._output import pipe_safe_output
 from ._run import add_budget_overrides, cmd_resume, cmd_run
+from ._signals import Shutdown, handling_signals
 from ._validate import validate
 
 Command = Callable[[argparse.Namespace], Awaitable[int]]
@@ -70,8 +74,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     add_budget_overrides(p)
 
-    p = add("resume", "continue a stopped, deferred or crashed session here")
+    p = add("resume", "continue a deferred, interrupted or crashed session here")
     p.add_argument("session", help="app/user/session_id, or a session id unique in the log")
+    p.add_argument(
+        "--force", action="store_true", help="run a session that was stopped on purpose again"
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     add_budget_overrides(p)
 
@@ -181,16 +188,30 @@ COMMANDS: dict[str, Command] = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The console script: parse, set up logging, run the command; returns the exit status."""
-    args = build_parser().parse_args(argv)
-    args.db = getattr(args, "db", "autonomous.db")
-    args.json = getattr(args, "json", False)
-    args.verbose = getattr(args, "verbose", 0)
-    configure_logging(args.verbose, args.json)
-    command = COMMANDS[args.command]
+    """The console script: parse, set up logging, run the command; returns the exit status.
+
+    Called with no ``argv`` it is the process's entry point and keeps its signal handlers to
+    the end (see :func:`handling_signals`); with ``argv`` (a program or a test calling it) it
+    puts the old handlers back.
+    """
+    with pipe_safe_output(), handling_signals(restore=argv is not None) as shutdown:
+        args = build_parser().parse_args(argv)
+        args.db = getattr(args, "db", "autonomous.db")
+        args.json = getattr(args, "json", False)
+        args.verbose = getattr(args, "verbose", 0)
+        configure_logging(args.verbose, args.json)
+        command = COMMANDS[args.command]
+        code = _run_command(shutdown, functools.partial(command, args))
+        if code is None:  # the first signal cancelled a command that does no run
+            return for_signal(shutdown.signum or signal.SIGINT)
+        return code
+
+
+def _run_command(shutdown: Shutdown, command: Callable[[], Awaitable[int]]) -> int | None:
+    """Run the command on a new event loop; its errors as one line and their exit status."""
     try:
         try:
-            return anyio.run(command, args, backend="asyncio")
+            return anyio.run(shutdown.guard, command, backend="asyncio")
         except BaseExceptionGroup as group:
             raise single(group) from None
     except CliError as exc:
@@ -202,8 +223,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AutonomousError as exc:
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return Exit.USAGE
-    except KeyboardInterrupt:  # a second Ctrl-C while a run was stopping
-        return Exit.SIGINT
 
 
 def _store_exit(exc: EventLogError) -> int:

@@ -19,6 +19,7 @@ from .._driver import resume_autonomous, run_autonomous
 from .._options import make_options
 from .._progress import ModelCalled, Paused, Resumed, TurnFinished, Woke
 from .._result import RunResult, StopReason
+from .._session_state import session_state
 from ._common import (
     CliError,
     cli_errors,
@@ -29,9 +30,9 @@ from ._common import (
     record_spec,
     resolve_session,
     spec_of_session,
-    until_signal,
 )
 from ._exits import Exit, for_reason, for_signal
+from ._signals import until_signal
 from ._spec import AgentSpec
 
 
@@ -140,6 +141,7 @@ async def cmd_resume(args: argparse.Namespace) -> int:
     """Continue a stopped, deferred or crashed session here, from its latest checkpoint."""
     async with open_log(args) as log:
         key = await resolve_session(log, args.session)
+        await _refuse_stopped(log, key, force=args.force)
         spec = await spec_of_session(log, key)
         options = _options(spec, args)
         await prepare_litellm(spec)
@@ -151,10 +153,21 @@ async def cmd_resume(args: argparse.Namespace) -> int:
         options["progress"] = _printer(args, options, start)
         _announce(args, f"resuming session {key} from {spec.path}")
         try:
-            result, signum = await until_signal(lambda: resume_autonomous(build, ref, **options))
+            result, signum = await until_signal(
+                lambda: resume_autonomous(build, ref, force=args.force, **options)
+            )
         except SessionLocked as exc:
             raise CliError(f"session {key} is held by {exc.holder}", Exit.LOCKED) from exc
         return await _finish(args, log, key, result, signum)
+
+
+async def _refuse_stopped(log: EventLog, key: SessionKey, *, force: bool) -> None:
+    """A session stopped on purpose stays stopped: only ``--force`` runs it again."""
+    if not force and (await session_state(log, key)).stopped:
+        raise CliError(
+            f"session {key} was stopped: `autonomous resume {key} --force` runs it again",
+            Exit.STOPPED,
+        )
 
 
 def _printer(

@@ -70,12 +70,13 @@ class TestRun:
         assert "completed" == events[-1]["payload"].get("stop_reason")
 
     def test_misuse_is_a_clear_error(self, completed: tuple[Path, CompletedProcess[str]]) -> None:
-        """An existing session is not run again; an unknown session is named; exit 2."""
+        """An existing session is not run again (a usage error, 2); an unknown session is
+        named (1)."""
         directory, _ = completed
         again = cli(directory, "run", "quick.toml", "--session", "q1")
         assert (2, True) == (again.returncode, "already exists" in again.stderr)
         missing = cli(directory, "show", "nope")
-        assert (2, True) == (missing.returncode, "no session 'nope'" in missing.stderr)
+        assert (1, True) == (missing.returncode, "no session 'nope'" in missing.stderr)
 
     def test_resume_of_a_completed_session_returns_at_once(
         self, completed: tuple[Path, CompletedProcess[str]]
@@ -126,7 +127,10 @@ class TestInterrupt:
         assert "context_cancelled" == result["reason"]
         assert result["turns"] >= 2
         listed = json.loads(cli(agent_dir, "ls", "--json").stdout)
-        assert ("stopped", "context_cancelled") == (listed[0]["status"], listed[0]["stop_reason"])
+        assert ("interrupted", "context_cancelled") == (
+            listed[0]["status"],
+            listed[0]["stop_reason"],
+        )
         cli(agent_dir, "inject", "l1", "please finish")
         resumed = json.loads(cli(agent_dir, "resume", "l1", "--json").stdout)
         assert "completed" == resumed["reason"]

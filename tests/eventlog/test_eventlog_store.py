@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from eventlog import (
     AssistantMessage,
     Checkpoint,
+    Control,
     Event,
     EventKind,
     EventLog,
@@ -56,6 +57,10 @@ def tool(key: SessionKey, content: str = "ok", turn: int = 1) -> Event:
 
 def checkpoint(key: SessionKey, turns: int = 1, **fields: Any) -> Event:
     return Event.create(key, Checkpoint(turns, 10, 5, 0.25, "continue", **fields))
+
+
+def control(key: SessionKey, action: str) -> Event:
+    return Event.create(key, Control(action))
 
 
 def holder(name: str, host: str = "elsewhere", pid: int = 4242) -> LeaseHolder:
@@ -232,6 +237,34 @@ class TestSessions:
         await store.append([checkpoint(C, 1, paused=True), checkpoint(C, 2)])
         flags = {s.key: (s.paused, s.stopped) for s in await store.sessions()}
         assert {A: (True, False), B: (False, True), C: (False, False)} == flags
+
+    async def test_control_requests_after_the_checkpoint_mark_the_summary(
+        self, store: EventLog, clock
+    ) -> None:
+        """A stop or pause of a session that is not running shows at once and sticks: a stop
+        keeps it from being due, a pause shows until a resume request clears it; the next
+        checkpoint says the rest."""
+        past = clock.now - timedelta(hours=1)
+        await store.append(
+            [checkpoint(k, stop_reason="deferred", next_wake_at=past) for k in (A, B, C)]
+        )
+        await store.append([control(A, "stop"), control(B, "pause"), control(C, "pause")])
+        await store.append([control(C, "resume"), control(C, "wake"), control(D, "stop")])
+        flags = {s.key: (s.paused, s.stopped) for s in await store.sessions()}
+        assert {A: (False, True), B: (True, False), C: (False, False)} == flags
+        due = {s.key: s.paused for s in await store.due_sessions(clock.now)}
+        assert {B: True, C: False} == due
+        await store.append([checkpoint(A, 2), checkpoint(B, 2)])  # a forced resume, an unpause
+        flags = {s.key: (s.paused, s.stopped) for s in await store.sessions()}
+        assert (False, False) == flags[A] == flags[B]
+
+    async def test_a_stop_in_the_batch_of_its_checkpoint(self, store: EventLog) -> None:
+        """Marks come in append order: a stop after a checkpoint in one batch sticks, one
+        before it is the checkpoint's to say."""
+        await store.append([checkpoint(A), control(A, "stop")])
+        await store.append([control(B, "stop"), checkpoint(B)])
+        flags = {s.key: s.stopped for s in await store.sessions()}
+        assert {A: True, B: False} == flags
 
     async def test_names_live_holder(self, store: EventLog, clock) -> None:
         """A live lease shows as the session's holder; an expired one does not."""
