@@ -72,6 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("resume", "continue a stopped, deferred or crashed session here")
     p.add_argument("session", help="app/user/session_id, or a session id unique in the log")
+    p.add_argument(
+        "--spec",
+        metavar="PATH",
+        help="adopt this agent spec for the session (a moved spec, a session started from"
+        " Python); it is recorded, so later resumes and the daemon use it",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     add_budget_overrides(p)
 
