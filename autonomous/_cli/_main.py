@@ -15,7 +15,7 @@ from eventlog import EventLogError, LeaseLost, SessionFinished, SessionLocked
 
 from .._errors import AutonomousError
 from ._common import CliError, emit_json, single
-from ._daemon import cmd_daemon
+from ._daemon import add_daemon_options, cmd_daemon
 from ._exits import Exit, help_text
 from ._inspect import cmd_control, cmd_inject, cmd_ls, cmd_show
 from ._run import add_budget_overrides, cmd_resume, cmd_run
@@ -92,13 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_control_commands(add)
 
     p = add("daemon", "resume sessions when they are due, until interrupted")
-    p.add_argument("--poll", type=float, default=5.0, help="seconds between polls (default 5)")
-    p.add_argument("--once", action="store_true", help="one pass: resume what is due, then exit")
-    p.add_argument(
-        "--deferred-only",
-        action="store_true",
-        help="do not resume interrupted (crashed) sessions, only deferred ones",
-    )
+    add_daemon_options(p)
     return parser
 
 
