@@ -8,6 +8,10 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
+from autonomous._cli._hooks import hook_argv, hook_timeout, run_hook
+
 from .conftest import BRAINS, cli, write_spec
 
 #: A hook that writes the AUTONOMOUS_* variables of its environment (and its arguments) as JSON
@@ -152,3 +156,27 @@ class TestExitHookSpec:
         done = cli(tmp_path, "run", "agent/hooked.toml", "--session", "x1", "-q")
         assert 2 == done.returncode
         assert "on_exit" in done.stderr and "list of strings" in done.stderr, done.stderr
+
+
+class TestHookCommand:
+    """How a hook's program is found, and its timeout read."""
+
+    def test_the_program_is_found_as_execvp_would_from_the_spec_directory(self) -> None:
+        """A path with a slash is the spec directory's; an absolute one and a bare name stay."""
+        base = Path("/agents/monitor")
+        assert ["/agents/monitor/hooks/a.sh", "x"] == hook_argv(["hooks/a.sh", "x"], base)
+        assert ["/agents/monitor/a.sh"] == hook_argv(["./a.sh"], base)
+        assert ["/usr/bin/logger", "-t", "a"] == hook_argv(["/usr/bin/logger", "-t", "a"], base)
+        assert ["logger"] == hook_argv(["logger"], base)
+
+    def test_the_timeout_comes_from_the_environment(self) -> None:
+        """AUTONOMOUS_HOOK_TIMEOUT takes seconds or a duration; a bad or empty one is 30 s."""
+        assert 30.0 == hook_timeout({})
+        assert 120.0 == hook_timeout({"AUTONOMOUS_HOOK_TIMEOUT": "2m"})
+        assert 30.0 == hook_timeout({"AUTONOMOUS_HOOK_TIMEOUT": "soon"})
+        assert 30.0 == hook_timeout({"AUTONOMOUS_HOOK_TIMEOUT": "0"})
+
+    @pytest.mark.anyio
+    async def test_a_blank_program_is_a_failure_not_an_error(self, tmp_path: Path) -> None:
+        """An on_exit whose program is blank is reported, not raised."""
+        assert "on_exit hook has no program" == await run_hook([" "], tmp_path, {})
