@@ -6,9 +6,11 @@ Map:
     _exits.py      the exit statuses
     _durations.py  durations as people write them (30m, 1h)
     _common.py     the log, session names, the spec note, signals
-    _run.py        run and resume, with live progress
+    _run.py        run and resume (--spec adopts a spec), with live progress
     _inspect.py    ls, show, inject, pause, unpause, stop
-    _daemon.py     daemon
+    _daemon.py     daemon (--max-concurrent, its polls on a Clock)
+    _jsonlines.py  the daemon's report lines; --json: one JSON-lines stream for log shippers
+    _hooks.py      the spec's on_exit completion hook
     _validate.py   validate (the static checks of a spec)
     _refs.py       module:function references in specs
     _spec.py       the spec file format: AgentSpec, load_spec

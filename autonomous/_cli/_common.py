@@ -12,10 +12,19 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+import anyio
 import attrs
 
 from eventlog import Event as LogEvent
-from eventlog import EventKind, EventLog, Note, SessionKey, SqliteEventLog, process_alive
+from eventlog import (
+    EventKind,
+    EventLog,
+    Note,
+    SessionKey,
+    SessionRef,
+    SqliteEventLog,
+    process_alive,
+)
 
 from .._errors import ConfigurationError
 from .._models._import import import_litellm
@@ -67,20 +76,62 @@ async def require_session(log: EventLog, key: SessionKey) -> None:
 
 
 async def record_spec(log: EventLog, key: SessionKey, spec: AgentSpec, model: str | None) -> None:
-    """Note in the session which spec file (and model override) runs it, for resume and daemon."""
-    data = {"spec": str(spec.path), "model": model}
+    """Note in the session which spec file (its absolute path) and model override run it, for
+    resume and the daemon; the newest such note is the one that counts."""
+    data = {"spec": str(spec.path.absolute()), "model": model}
     await log.append([LogEvent.create(key, Note(SPEC_NOTE, data), author="cli")])
 
 
-async def spec_of_session(log: EventLog, key: SessionKey) -> AgentSpec:
-    """The spec a session was started from (its newest spec note), loaded again."""
+async def _spec_note(log: EventLog, key: SessionKey) -> dict[str, Any] | None:
+    """The data of the session's newest spec note (None when it has none)."""
     for event in reversed(await log.read_last(key, [EventKind.NOTE], 100)):
         payload = event.payload
         if isinstance(payload, Note) and isinstance(payload.data.get("spec"), str):
-            spec = load_spec_or_fail(payload.data["spec"])
-            model = payload.data.get("model")
-            return attrs.evolve(spec, model=model) if isinstance(model, str) else spec
-    raise CliError(f"session {key} records no agent spec: it was not started by `autonomous run`")
+            return dict(payload.data)
+    return None
+
+
+async def spec_of_session(log: EventLog, key: SessionKey) -> AgentSpec:
+    """The spec a session was started from (its newest spec note), loaded again.
+
+    A missing file, or a session with no note (started from Python), is a :class:`CliError`
+    that says how to adopt a spec: ``autonomous resume SESSION --spec PATH``.
+    """
+    note = await _spec_note(log, key)
+    if note is None:
+        raise CliError(
+            f"session {key} records no agent spec (it was not started by `autonomous run`): "
+            f"adopt one with autonomous resume {key} --spec PATH"
+        )
+    path = note["spec"]
+    if not await anyio.Path(path).exists():
+        raise CliError(
+            f"spec file {path} is missing: adopt it with autonomous resume {key} --spec NEW_PATH"
+        )
+    spec = load_spec_or_fail(path)
+    model = note.get("model")
+    return attrs.evolve(spec, model=model) if isinstance(model, str) else spec
+
+
+async def adopt_spec(log: EventLog, key: SessionKey, path: str) -> AgentSpec:
+    """The spec at ``path`` for an existing session, recorded as its spec from now on (resume
+    and the daemon use it); the session's model override, if any, is kept.
+
+    A spec that does not load or build is refused (a :class:`CliError`, exit 2) and nothing is
+    recorded; the same path as the recorded one records nothing new.
+    """
+    await require_session(log, key)
+    spec = load_spec_or_fail(path)
+    note = await _spec_note(log, key)
+    model = note.get("model") if note else None
+    model = model if isinstance(model, str) else None
+    if model is not None:
+        spec = attrs.evolve(spec, model=model)
+    with cli_errors():  # its tools and model import now: a broken spec is never recorded
+        spec.build_function(SessionRef(log, key.app, key.user, key.session_id))
+    if note is None or note["spec"] != str(spec.path.absolute()):
+        await record_spec(log, key, spec, model)
+    return spec
 
 
 def load_spec_or_fail(path: str | os.PathLike[str]) -> AgentSpec:

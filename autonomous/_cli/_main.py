@@ -17,7 +17,7 @@ from eventlog import EventLogError, LeaseLost, SessionFinished, SessionLocked
 
 from .._errors import AutonomousError
 from ._common import CliError, emit_json, single
-from ._daemon import cmd_daemon
+from ._daemon import add_daemon_options, cmd_daemon
 from ._exits import Exit, for_signal, help_text
 from ._inspect import cmd_control, cmd_inject, cmd_ls, cmd_show
 from ._output import pipe_safe_output
@@ -79,6 +79,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--force", action="store_true", help="run a session that was stopped on purpose again"
     )
+    p.add_argument(
+        "--spec",
+        metavar="PATH",
+        help="adopt this agent spec for the session (a moved spec, a session started from"
+        " Python); it is recorded, so later resumes and the daemon use it",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     add_budget_overrides(p)
 
@@ -93,13 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_control_commands(add)
 
     p = add("daemon", "resume sessions when they are due, until interrupted")
-    p.add_argument("--poll", type=float, default=5.0, help="seconds between polls (default 5)")
-    p.add_argument("--once", action="store_true", help="one pass: resume what is due, then exit")
-    p.add_argument(
-        "--deferred-only",
-        action="store_true",
-        help="do not resume interrupted (crashed) sessions, only deferred ones",
-    )
+    add_daemon_options(p)
     return parser
 
 

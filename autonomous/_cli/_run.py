@@ -22,6 +22,7 @@ from .._result import RunResult, StopReason
 from .._session_state import session_state
 from ._common import (
     CliError,
+    adopt_spec,
     cli_errors,
     emit_json,
     load_spec_or_fail,
@@ -32,6 +33,7 @@ from ._common import (
     spec_of_session,
 )
 from ._exits import Exit, for_reason, for_signal
+from ._hooks import spec_hook
 from ._signals import until_signal
 from ._spec import AgentSpec
 
@@ -134,7 +136,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
         _announce(args, f"session {ref.key} started from {spec.path}")
         options["progress"] = _printer(args, options, None)
         result, signum = await until_signal(lambda: run_autonomous(build, goal, **options))
-        return await _finish(args, log, ref.key, result, signum)
+        return await _finish(args, log, ref.key, result, signum, spec=spec)
 
 
 async def cmd_resume(args: argparse.Namespace) -> int:
@@ -142,7 +144,7 @@ async def cmd_resume(args: argparse.Namespace) -> int:
     async with open_log(args) as log:
         key = await resolve_session(log, args.session)
         await _refuse_stopped(log, key, force=args.force)
-        spec = await spec_of_session(log, key)
+        spec = await (adopt_spec(log, key, args.spec) if args.spec else spec_of_session(log, key))
         options = _options(spec, args)
         await prepare_litellm(spec)
         ref = SessionRef(log=log, app=key.app, user=key.user, session_id=key.session_id)
@@ -158,7 +160,7 @@ async def cmd_resume(args: argparse.Namespace) -> int:
             )
         except SessionLocked as exc:
             raise CliError(f"session {key} is held by {exc.holder}", Exit.LOCKED) from exc
-        return await _finish(args, log, key, result, signum)
+        return await _finish(args, log, key, result, signum, spec=spec)
 
 
 async def _refuse_stopped(log: EventLog, key: SessionKey, *, force: bool) -> None:
@@ -189,8 +191,11 @@ async def _finish(
     key: SessionKey,
     result: RunResult | None,
     signum: int | None,
+    *,
+    spec: AgentSpec,
 ) -> int:
-    """Report the run's end (from its result, or its last checkpoint after a signal)."""
+    """Report the run's end (from its result, or its last checkpoint after a signal); run the
+    spec's on_exit hook when the run returned (its failure is a warning, never the status)."""
     if result is not None:
         summary = result_summary(key, result)
     else:
@@ -200,6 +205,8 @@ async def _finish(
         emit_json(summary)
     else:
         _print_summary(summary)
+    if result is not None and (failure := await spec_hook(spec, summary)):
+        print(f"warning: {failure}", file=sys.stderr, flush=True)
     if signum is not None:
         return for_signal(signum)
     return for_reason(summary["reason"])

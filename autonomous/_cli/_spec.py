@@ -70,7 +70,7 @@ Severity = Literal["error", "warning"]
 _TOP = (
     "name", "model", "goal", "app", "user", "instructions", "steering", "steering_files",
     "skills", "skill_files", "tools", "outcomes", "result_schema", "litellm", "budgets",
-    "scheduler", "permissions", "pricing", "run",
+    "scheduler", "permissions", "pricing", "run", "on_exit",
 )  # fmt: skip
 _BUDGETS = {
     "max_turns": "count",
@@ -165,6 +165,7 @@ class AgentSpec:
     deny: tuple[Rule, ...] = ()
     pricing: Pricing | None = None
     run: dict[str, Any] = attrs.field(factory=dict)
+    on_exit: tuple[str, ...] = ()  # the completion hook's command: see autonomous/_cli/_hooks.py
 
     @property
     def base_dir(self) -> Path:
@@ -379,6 +380,7 @@ def _parse(path: Path, data: dict[str, Any], r: _Reader) -> AgentSpec:
         deny=deny,
         pricing=_pricing(data.get("pricing"), r),
         run=r.options(data.get("run", {}), "run", _RUN),
+        on_exit=tuple(r.value(data, "on_exit", "strings") or ()),
     )
 
 
@@ -495,6 +497,4 @@ def _rules(data: Any, key: str, r: _Reader) -> tuple[Rule, ...]:
 
 def _pricing(data: Any, r: _Reader) -> Pricing | None:
     """The ``[pricing]`` table, when present."""
-    if data is None:
-        return None
-    return Pricing(**r.options(data, "pricing", _PRICING))
+    return None if data is None else Pricing(**r.options(data, "pricing", _PRICING))

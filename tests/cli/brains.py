@@ -7,6 +7,7 @@
   reports done on the next turn, with any inbox block in the detail.
 - ``deferring_then_looping``: defers like ``deferring``, then ticks like ``looping`` until an
   inbox message arrives (a resume that holds its session until told to finish).
+- ``alerting``: reports done at once with the outcome ``alert`` (its spec declares outcomes).
 """
 
 from __future__ import annotations
@@ -57,6 +58,12 @@ def _quick(messages: Messages, tools: Sequence[dict[str, Any]]) -> ModelResponse
     return _finish("all done") if messages[-1]["role"] == "user" else reply("bye")
 
 
+def _alerting(messages: Messages, tools: Sequence[dict[str, Any]]) -> ModelResponse:
+    if messages[-1]["role"] != "user":
+        return reply("bye")
+    return call("report_done", {"state": "done", "detail": "disk at 97%", "outcome": "alert"})
+
+
 def _looping(messages: Messages, tools: Sequence[dict[str, Any]]) -> ModelResponse:
     if messages[-1]["role"] != "user":
         return reply("ticked")
@@ -97,3 +104,8 @@ def deferring() -> ScriptedModel:
 def deferring_then_looping() -> ScriptedModel:
     """Defers one second, then (resumed) ticks until an inbox message arrives."""
     return ScriptedModel(default=_deferring_then_looping)
+
+
+def alerting() -> ScriptedModel:
+    """Done at once, with the outcome alert."""
+    return ScriptedModel(default=_alerting)

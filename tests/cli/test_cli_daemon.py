@@ -169,3 +169,65 @@ class TestDaemon:
         finished = [json.loads(line) for line in done.stdout.splitlines()][-2]
         assert ("finished", "completed") == (finished["event"], finished["reason"])
         assert "completed" == json.loads(cli(agent_dir, "ls", "--json").stdout)[0]["status"]
+
+
+class TestMaxConcurrent:
+    """``--max-concurrent N``: at most N sessions run at once; the others wait their turn."""
+
+    def test_one_at_a_time_never_overlaps(self, agent_dir: Path) -> None:
+        """With N=1 two due sessions run one after the other, earliest due first, none failed."""
+        deferred_sessions(agent_dir, "first")
+        deferred_sessions(agent_dir, "second")  # due after the first
+        time.sleep(1.1)
+        done = cli(agent_dir, "daemon", "--once", "--json", "--max-concurrent", "1")
+        assert 0 == done.returncode, done.stderr
+        reports = [json.loads(line) for line in done.stdout.splitlines()]
+        steps = [(r["event"], r["session"]) for r in reports if "session" in r]
+        assert [
+            ("resuming", "tests/tester/first"),
+            ("finished", "tests/tester/first"),
+            ("resuming", "tests/tester/second"),
+            ("finished", "tests/tester/second"),
+        ] == steps
+        first_done = [e for e in session_events(agent_dir, "first") if e["kind"] == "checkpoint"]
+        second_turn = [
+            e
+            for e in session_events(agent_dir, "second")
+            if e["kind"] == "user_message" and e["payload"]["turn"] == 2
+        ]
+        assert "completed" == first_done[-1]["payload"]["stop_reason"]
+        assert first_done[-1]["at"] <= second_turn[0]["at"], "the second began before the first"
+
+    def test_without_a_limit_both_run_together(self, agent_dir: Path) -> None:
+        """The default (4) starts both due sessions before either finishes."""
+        deferred_sessions(agent_dir, "one", "two")
+        time.sleep(1.1)
+        done = cli(agent_dir, "daemon", "--once", "--json")
+        events = [json.loads(line)["event"] for line in done.stdout.splitlines()]
+        assert ["resuming", "resuming", "finished", "finished"] == events[1:5], events
+
+    @pytest.mark.parametrize("value", ["0", "-1", "many"])
+    def test_the_limit_must_be_at_least_one(self, agent_dir: Path, value: str) -> None:
+        """--max-concurrent below 1 (or not a number) is a usage error."""
+        done = cli(agent_dir, "daemon", "--once", "--max-concurrent", value)
+        assert 2 == done.returncode
+        assert "--max-concurrent" in done.stderr, done.stderr
+
+
+class TestJsonLines:
+    """``daemon --json``: one JSON object per line, what a log shipper reads."""
+
+    def test_every_line_is_a_json_object_with_time_level_and_event(self, agent_dir: Path) -> None:
+        """Report lines and the library's logs (-v) are all JSON with an ISO time with a zone."""
+        deferred_sessions(agent_dir, "j1")
+        time.sleep(1.1)
+        done = cli(agent_dir, "daemon", "--once", "--json", "-v")
+        assert 0 == done.returncode, done.stderr
+        lines = [json.loads(line) for line in done.stdout.splitlines()]  # fails on any non-JSON
+        for line in lines:
+            assert {"timestamp", "level", "event"} <= line.keys(), line
+            assert datetime.fromisoformat(line["timestamp"]).utcoffset() is not None, line
+        events = [line["event"] for line in lines]
+        assert {"daemon_started", "resuming", "finished", "daemon_stopped"} <= set(events)
+        assert "turn_started" in events, "the library's structured logs are not on the stream"
+        assert 1 == events.count("finished"), "a report line was printed twice"
