@@ -34,6 +34,12 @@ _Stored = tuple[int, Event]
 _seq_of = itemgetter(0)
 
 
+def _kept(stored: _Stored, checkpoint_seq: int) -> bool:
+    """Whether a prune keeps the stored event: the latest checkpoint, or a note."""
+    seq, event = stored
+    return seq == checkpoint_seq or event.kind is EventKind.NOTE
+
+
 def _with_seq(stored: _Stored) -> Event:
     """The stored event as a reader sees it: with its seq."""
     seq, event = stored
@@ -196,7 +202,8 @@ class MemoryEventLog:
         for summary in sorted(self._current_summaries(), key=lambda s: s.checkpoint_seq):
             key = summary.key
             bucket = self._events[key]
-            if len(bucket) == 1 or not prunable(summary, bucket[-1][1].at, before):
+            kept = [stored for stored in bucket if _kept(stored, summary.checkpoint_seq)]
+            if len(kept) == len(bucket) or not prunable(summary, bucket[-1][1].at, before):
                 continue  # already pruned, or not to be
             lease = self._leases.get(key)
             if lease is not None and not may_take_lease(
@@ -204,11 +211,10 @@ class MemoryEventLog:
             ):
                 held.append(key)
                 continue
-            pruned.append(
-                PrunedSession(key, len(bucket) - 1, summary.stop_reason, summary.updated_at)
-            )
+            gone = len(bucket) - len(kept)
+            pruned.append(PrunedSession(key, gone, summary.stop_reason, summary.updated_at))
             if not dry_run:
-                self._events[key] = [self._checkpoints[key]]
+                self._events[key] = kept
         return PruneResult(as_utc(before), tuple(pruned), tuple(held), dry_run=dry_run)
 
     def _current_summaries(self) -> list[SessionSummary]:

@@ -13,7 +13,7 @@ import attrs
 from . import _schema as sql
 from . import _worker as worker
 from ._errors import LeaseLost, SessionLocked
-from ._events import SessionKey
+from ._events import EventKind, SessionKey
 from ._rules import as_utc, lease_expiry, may_take_lease, prunable
 from ._store import Clock, Lease, LeaseHolder, PrunedSession, PruneResult
 
@@ -25,18 +25,20 @@ BATCH = 500
 LEASE_TTL = 60.0
 
 # The sessions whose latest checkpoint is older than the cut-off, oldest first: their summary
-# (as summary_from_row reads it, holder columns empty), then the session id, its event count,
-# its newest event's seq and time, and its lease row (all NULL when it was never leased).
-_SELECT_CANDIDATES = """
+# (as summary_from_row reads it, holder columns empty), then the session id, how many of its
+# events a prune deletes (neither the checkpoint nor a note), its newest event's seq, kind and
+# time, and its lease row (all NULL when it was never leased).
+_SELECT_CANDIDATES = f"""
 SELECT s.app, s.user, s.session_id, s.turns, s.cost_usd, s.stop_reason, s.next_wake_at,
        s.updated_at, s.checkpoint_seq, s.paused, s.stopped, NULL, NULL, NULL,
        s.sid,
-       (SELECT count(*) FROM events AS e WHERE e.sid = s.sid),
-       (SELECT e.seq FROM events AS e WHERE e.sid = s.sid ORDER BY e.seq DESC LIMIT 1),
-       (SELECT e.at FROM events AS e WHERE e.sid = s.sid ORDER BY e.seq DESC LIMIT 1),
+       (SELECT count(*) FROM events AS e
+        WHERE e.sid = s.sid AND e.seq != s.checkpoint_seq AND e.kind != '{EventKind.NOTE}'),
+       last.seq, last.kind, last.at,
        l.host, l.pid, l.token, l.started, l.expires_at, l.epoch
-FROM sessions AS s LEFT JOIN leases AS l
-    ON l.app = s.app AND l.user = s.user AND l.session_id = s.session_id
+FROM sessions AS s
+JOIN events AS last ON last.seq = (SELECT max(e.seq) FROM events AS e WHERE e.sid = s.sid)
+LEFT JOIN leases AS l ON l.app = s.app AND l.user = s.user AND l.session_id = s.session_id
 WHERE s.checkpoint_seq IS NOT NULL AND s.updated_at < ?
 ORDER BY s.checkpoint_seq
 """
@@ -44,12 +46,14 @@ ORDER BY s.checkpoint_seq
 _CHECKPOINT_SEQ = "SELECT checkpoint_seq FROM sessions WHERE sid = ?"
 
 # One batch: the oldest events of the session up to its newest one when the prune looked
-# (what is appended later stays), but its latest checkpoint, and never the newest row of the
-# whole log: events.seq is the rowid, and SQLite gives a deleted largest rowid out again.
-_DELETE_BATCH = """
+# (what is appended later stays), but its latest checkpoint and its notes, and never the
+# newest row of the whole log: events.seq is the rowid, and SQLite would hand a deleted
+# largest rowid out again.
+_DELETE_BATCH = f"""
 DELETE FROM events WHERE seq IN (
     SELECT seq FROM events
-    WHERE sid = ? AND seq <= ? AND seq != ? AND seq < (SELECT max(seq) FROM events)
+    WHERE sid = ? AND seq <= ? AND seq != ? AND kind != '{EventKind.NOTE}'
+        AND seq < (SELECT max(seq) FROM events)
     ORDER BY seq LIMIT ?
 )
 """
@@ -114,11 +118,12 @@ class Pruner:
         held: list[SessionKey] = []
         for row in rows:
             summary = sql.summary_from_row(row[:14])
-            sid, count, last_seq, last_at = row[14:18]
-            removable = count - 1 - (last_seq == max_seq and last_seq != summary.checkpoint_seq)
+            sid, removable, last_seq, last_kind, last_at = row[14:19]
+            if last_seq == max_seq and last_seq != summary.checkpoint_seq:
+                removable -= last_kind != EventKind.NOTE  # the log's newest row stays
             if removable <= 0 or not prunable(summary, _moment(last_at), cut):
                 continue
-            holder, expiry, _ = sql.lease_of_row(row[18:] if row[20] else None)
+            holder, expiry, _ = sql.lease_of_row(row[19:] if row[21] else None)
             if holder is not None and not may_take_lease(
                 holder, expiry, self._holder, now, this_host=self._host
             ):

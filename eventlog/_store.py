@@ -200,7 +200,8 @@ class EventLog(Protocol):
 
         A session is pruned when its latest checkpoint is finished (see below), that checkpoint
         and every later event of the session are older than ``before``, and no live process
-        holds its lease. All its events go except the latest checkpoint, so its summary in
+        holds its lease. All its events go except the latest checkpoint and its notes (what
+        started it, such as the CLI's spec note: few and small), so its summary in
         :meth:`sessions` and :meth:`latest_checkpoint` stay as they were (a resume of a
         completed session still returns its result); its conversation is gone.
 

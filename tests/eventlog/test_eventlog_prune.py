@@ -16,6 +16,7 @@ from eventlog import (
     InboxQueued,
     Lease,
     LeaseHolder,
+    Note,
     PrunedSession,
     PruneResult,
     SessionKey,
@@ -70,6 +71,16 @@ class TestPruneFinished:
         assert final == await store.latest_checkpoint(DONE)
         assert (1, 5) == (result.sessions, result.events)
         assert (PrunedSession(DONE, 5, "completed", old(clock)),) == result.pruned
+
+    async def test_keeps_the_notes(self, store: EventLog, clock) -> None:
+        """A session's notes (what started it: the CLI's spec note) stay with its checkpoint."""
+        note = Event.create(DONE, Note("agent spec", {"spec": "a.toml"}), at=old(clock))
+        await store.append([note, *history(DONE, old(clock), stop_reason="completed")])
+
+        result = await store.prune(cut(clock))
+
+        kinds = [str(event.kind) for event in await store.read(DONE)]
+        assert (5, ["note", "checkpoint"]) == (result.events, kinds)
 
     async def test_summary_survives(self, store: EventLog, clock) -> None:
         """sessions() lists a pruned session as before: turns, cost, stop reason, time."""
