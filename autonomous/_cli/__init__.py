@@ -1,5 +1,5 @@
 """The ``autonomous`` command: validate, run and resume agent specs; list, show and control
-sessions in an event log; and ``daemon``, which resumes sessions when they are due.
+sessions in an event log; ``daemon``, which resumes sessions when they are due; and ``prune``.
 
 Map:
     _main.py       the parser, logging set-up and dispatch
@@ -9,6 +9,7 @@ Map:
     _run.py        run and resume, with live progress
     _inspect.py    ls, show, inject, pause, unpause, stop
     _daemon.py     daemon
+    _prune.py      prune (retention: the old events of finished sessions)
     _validate.py   validate (the static checks of a spec)
     _refs.py       module:function references in specs
     _spec.py       the spec file format: AgentSpec, load_spec

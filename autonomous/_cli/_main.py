@@ -18,6 +18,7 @@ from ._common import CliError, emit_json, single
 from ._daemon import cmd_daemon
 from ._exits import Exit, help_text
 from ._inspect import cmd_control, cmd_inject, cmd_ls, cmd_show
+from ._prune import add_prune, cmd_prune
 from ._run import add_budget_overrides, cmd_resume, cmd_run
 from ._validate import validate
 
@@ -84,6 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--full", action="store_true", help="do not cut the text")
 
     _add_control_commands(add)
+
+    add_prune(add("prune", "drop the old events of finished sessions, keeping their summaries"))
 
     p = add("daemon", "resume sessions when they are due, until interrupted")
     p.add_argument("--poll", type=float, default=5.0, help="seconds between polls (default 5)")
@@ -177,6 +180,7 @@ COMMANDS: dict[str, Command] = {
     "unpause": cmd_control,
     "stop": cmd_control,
     "daemon": cmd_daemon,
+    "prune": cmd_prune,
 }
 
 
