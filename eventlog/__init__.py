@@ -104,3 +104,7 @@ __all__ = [
     "process_alive",
     "utcnow",
 ]
+
+#: Says this package is bounded-autonomous's: ``import autonomous`` refuses a package of the
+#: same name from another distribution (PyPI has one) installed in its place.
+__bounded_autonomous__ = True
