@@ -25,12 +25,12 @@ from typing import Any
 
 import anyio
 import attrs
-import structlog
 
 from eventlog import Checkpoint, Event, EventLog, SessionKey, SessionLocked, SessionRef, utcnow
 from eventlog import SessionSummary as Summary
 
 from .._driver import resume_autonomous
+from .._logging import get_logger
 from .._result import RunResult
 from ._common import (
     emit_json,
@@ -42,7 +42,7 @@ from ._common import (
 from ._common import until_signal as _until_signal
 from ._exits import for_signal
 
-_log = structlog.get_logger("autonomous.daemon")
+_log = get_logger("autonomous.daemon")
 _AUTHOR = "autonomous-daemon"
 _HAND_BACK_TIMEOUT = 5.0
 
