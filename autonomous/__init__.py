@@ -31,11 +31,15 @@ Map (the core is flat here; its edges are the sub-packages at the end):
     _steering.py      steering and skill files, scoped to the agent's directory
     _callers.py       permissions.Caller from the originator recorded with an inbox message
     _errors.py        the error tree (AutonomousError at the root)
+    _clash.py         the check at import that eventlog, usage, ... are ours, not PyPI namesakes
     _models/          the model edge: litellm, local llama.cpp models
     _cli/             the `autonomous` command, agent spec files, validation
     testing/          public: ScriptedModel, ScriptedServer and their steps, FakeClock
 """
 
+# First, before anything imports eventlog, usage, permissions or scheduler: importing _clash
+# checks that they are ours (a PyPI namesake installed over one is named in one line).
+from . import _clash  # noqa: F401
 from ._agent import Agent, BuildFn, RebuildFn
 from ._cli._spec import AgentSpec, load_spec
 from ._cli._spec import Problem as SpecProblem

@@ -6,7 +6,6 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import anyio
-import structlog
 from anyio.abc import TaskGroup
 
 from eventlog import (
@@ -24,11 +23,12 @@ from eventlog import (
 from scheduler import Clock
 
 from ._control_requests import latest_control_seq
+from ._logging import get_logger
 from ._options import RunOptions
 
 _WATCH_KINDS = (EventKind.INBOX_QUEUED, EventKind.CONTROL)
 _RELEASE_TIMEOUT = 5.0
-_log = structlog.get_logger("autonomous")
+_log = get_logger("autonomous")
 
 
 class SessionKeeper:

@@ -7,11 +7,11 @@ import re
 from typing import Any
 
 import attrs
-import structlog
 
 from usage import Usage
 
 from ._errors import ConfigurationError
+from ._logging import get_logger
 from ._model import Message, Model
 from ._models._litellm import LiteLLMModel
 from ._progress import ProgressEvent
@@ -26,7 +26,7 @@ from ._supervisor import (
 
 __all__ = ["LLMJudge", "parse_verdict", "snapshot_json"]
 
-_log = structlog.get_logger("autonomous.supervisor")
+_log = get_logger("autonomous.supervisor")
 
 #: The longest steer message or reason kept from a judge's answer.
 _MAX_JUDGE_TEXT = 2000

@@ -20,11 +20,11 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
 import attrs
-import structlog
 from structlog.typing import FilteringBoundLogger
 
 from usage import Usage
 
+from ._logging import get_logger
 from ._progress import (
     CheckpointWritten,
     ModelCalled,
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Observer"]
 
-_log: FilteringBoundLogger = structlog.get_logger("autonomous")
+_log: FilteringBoundLogger = get_logger("autonomous")
 
 
 def _info_enabled(log: FilteringBoundLogger) -> bool:

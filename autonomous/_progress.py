@@ -8,10 +8,11 @@ from collections.abc import AsyncIterator, Callable, Sequence
 
 import anyio
 import attrs
-import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-_log = structlog.get_logger("autonomous.progress")
+from ._logging import get_logger
+
+_log = get_logger("autonomous.progress")
 
 
 @attrs.frozen

@@ -11,7 +11,6 @@ from typing import Any
 
 import anyio
 import attrs
-import structlog
 from structlog.typing import FilteringBoundLogger
 
 from eventlog import (
@@ -35,6 +34,7 @@ from ._durable import SessionKeeper
 from ._errors import BuildError, ConfigurationError
 from ._exit_tools import ControlTools
 from ._inbox import Inbox, Wake
+from ._logging import get_logger
 from ._loop import LoopDeps, run_loop
 from ._models._litellm import LiteLLMModel
 from ._observer import Observer
@@ -48,7 +48,7 @@ from ._telemetry import Telemetry
 _FINAL_WRITE_TIMEOUT = 5.0
 #: The prices of a model nobody priced: all zero (frozen, so runs share it).
 _NO_PRICING = Pricing()
-_log = structlog.get_logger("autonomous")
+_log = get_logger("autonomous")
 _AUTHOR = "autonomous"
 
 

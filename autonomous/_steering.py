@@ -23,11 +23,12 @@ from pathlib import Path
 from typing import Literal
 
 import attrs
-import structlog
+
+from ._logging import get_logger
 
 __all__ = ["LoadedFile", "LoadedFiles", "Problem", "Severity", "check_scoped", "load_scoped"]
 
-_log = structlog.get_logger("autonomous.steering")
+_log = get_logger("autonomous.steering")
 
 #: How bad a problem is: an ``error`` fails validation, a ``warning`` does not.
 Severity = Literal["error", "warning"]

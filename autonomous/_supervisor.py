@@ -23,11 +23,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 import attrs
-import structlog
 
 from scheduler import Clock, SystemClock
 
 from ._errors import ConfigurationError
+from ._logging import get_logger
 from ._progress import ProgressEvent, ToolCalled, TurnFinished
 
 __all__ = [
@@ -48,7 +48,7 @@ __all__ = [
     "steer_message",
 ]
 
-_log = structlog.get_logger("autonomous.supervisor")
+_log = get_logger("autonomous.supervisor")
 
 #: How many of the newest progress events a snapshot carries.
 MAX_RECENT_EVENTS = 50

@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-import structlog
+from ._logging import get_logger
 
-_log = structlog.get_logger("autonomous")
+_log = get_logger("autonomous")
 
 #: A lone surrogate: the only code points a Python str holds that UTF-8 cannot encode.
 _SURROGATE = re.compile("[\ud800-\udfff]")

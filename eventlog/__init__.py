@@ -3,13 +3,15 @@
 Map:
     _events.py   the event envelope and one frozen payload class per kind
     _codec.py    JSON through one private cattrs converter, schema version checks
-    _store.py    the EventLog protocol, SessionRef, leases, session summaries
+    _store.py    the EventLog protocol, SessionRef, leases, session summaries, prune results
     _memory.py   MemoryEventLog: in-process, not durable
     _sqlite.py   SqliteEventLog: aiosqlite, WAL, one transaction per write, lease rows
     _sqlite_tx.py  what runs inside those transactions: inserts, the lease fence, migration
+    _sqlite_prune.py  SqliteEventLog.prune: finished sessions, deleted in short batches
+    _sqlite_errors.py  SqliteEventLog's error messages (a file it cannot use, sqlite errors)
     _schema.py   SqliteEventLog's tables, statements and row conversions
     _worker.py   aiosqlite's thread: one trip per operation, a daemon closed at exit
-    _rules.py    pure rules both stores share: lease takeover, summaries, due sessions
+    _rules.py    pure rules both stores share: lease takeover, summaries, due and finished sessions
     _process.py  this host's process table: a holder's start time, zombies, reused pids
     _errors.py   the error tree (EventLogError at the root)
 """
@@ -48,7 +50,16 @@ from ._events import (
 from ._memory import MemoryEventLog
 from ._rules import process_alive
 from ._sqlite import SqliteEventLog
-from ._store import Clock, EventLog, Lease, LeaseHolder, SessionRef, SessionSummary
+from ._store import (
+    Clock,
+    EventLog,
+    Lease,
+    LeaseHolder,
+    PrunedSession,
+    PruneResult,
+    SessionRef,
+    SessionSummary,
+)
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -71,6 +82,8 @@ __all__ = [
     "Originator",
     "Payload",
     "PermissionDecision",
+    "PruneResult",
+    "PrunedSession",
     "Schedule",
     "SessionFinished",
     "SessionKey",
@@ -91,3 +104,7 @@ __all__ = [
     "process_alive",
     "utcnow",
 ]
+
+#: Says this package is bounded-autonomous's: ``import autonomous`` refuses a package of the
+#: same name from another distribution (PyPI has one) installed in its place.
+__bounded_autonomous__ = True

@@ -24,15 +24,22 @@ from ._rules import (
     is_due,
     lease_expiry,
     may_take_lease,
+    prunable,
     summary_of,
     with_marks,
 )
-from ._store import Clock, Lease, LeaseHolder, SessionSummary
+from ._store import Clock, Lease, LeaseHolder, PrunedSession, PruneResult, SessionSummary
 
 #: An appended event as the log keeps it: its seq, and the event as it was given.
 _Stored = tuple[int, Event]
 
 _seq_of = itemgetter(0)
+
+
+def _kept(stored: _Stored, checkpoint_seq: int) -> bool:
+    """Whether a prune keeps the stored event: the latest checkpoint, or a note."""
+    seq, event = stored
+    return seq == checkpoint_seq or event.kind is EventKind.NOTE
 
 
 def _with_seq(stored: _Stored) -> Event:
@@ -193,6 +200,35 @@ class MemoryEventLog:
         due = [summary for summary in self._current_summaries() if is_due(summary, now)]
         due.sort(key=lambda s: (s.next_wake_at, s.checkpoint_seq))
         return [self._with_holder(summary) for summary in due]
+
+    async def prune(self, before: datetime, *, dry_run: bool = False) -> PruneResult:
+        """Drop the events of sessions that finished before ``before``, but their final
+        checkpoint (the rules are :meth:`eventlog.EventLog.prune`'s).
+
+        One step with no ``await`` in it: no run can take a session's lease meanwhile.
+        """
+        self._check_open()
+        now = as_utc(self._clock())
+        asker = LeaseHolder.this_process()
+        pruned: list[PrunedSession] = []
+        held: list[SessionKey] = []
+        for summary in sorted(self._current_summaries(), key=lambda s: s.checkpoint_seq):
+            key = summary.key
+            bucket = self._events[key]
+            kept = [stored for stored in bucket if _kept(stored, summary.checkpoint_seq)]
+            if len(kept) == len(bucket) or not prunable(summary, bucket[-1][1].at, before):
+                continue  # already pruned, or not to be
+            lease = self._leases.get(key)
+            if lease is not None and not may_take_lease(
+                lease.holder, lease.expires_at, asker, now, this_host=self._host
+            ):
+                held.append(key)
+                continue
+            gone = len(bucket) - len(kept)
+            pruned.append(PrunedSession(key, gone, summary.stop_reason, summary.updated_at))
+            if not dry_run:
+                self._events[key] = kept
+        return PruneResult(as_utc(before), tuple(pruned), tuple(held), dry_run=dry_run)
 
     def _current_summaries(self) -> list[SessionSummary]:
         """Each session's summary as its latest checkpoint left it (built once per checkpoint)."""

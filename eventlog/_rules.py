@@ -139,6 +139,39 @@ def is_due(summary: SessionSummary, now: datetime) -> bool:
     )
 
 
+#: The stop reasons that end a session: nothing wakes it again (a resume by hand may, with
+#: larger budgets). ``deferred`` waits for its wake; ``context_cancelled`` without a stop was
+#: its caller's cancellation (a signal, a timeout): interrupted, not finished.
+FINISHED_REASONS = frozenset(
+    {
+        "completed",
+        "max_turns_exceeded",
+        "max_tokens_exceeded",
+        "max_cost_exceeded",
+        "wallclock_exceeded",
+        "retry_policy_aborted",
+        "aborted",
+    }
+)
+
+
+def is_finished(summary: SessionSummary) -> bool:
+    """Whether a session's latest checkpoint ended it for good (what ``prune`` may drop)."""
+    reason = summary.stop_reason
+    if reason in FINISHED_REASONS:
+        return True
+    return summary.stopped and reason is not None and reason != "deferred"
+
+
+def prunable(summary: SessionSummary, newest: datetime, before: datetime) -> bool:
+    """Whether ``prune(before)`` takes a session: finished, and quiet since before ``before``.
+
+    ``newest`` is the time of the session's newest event (the checkpoint or a later one).
+    """
+    cut = as_utc(before)
+    return is_finished(summary) and summary.updated_at < cut and as_utc(newest) < cut
+
+
 def check_fenced_batch(events: Sequence[Event], lease: Lease) -> None:
     """Refuse a batch fenced by ``lease`` that holds an event of another session (ValueError)."""
     key = lease.key

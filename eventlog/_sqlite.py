@@ -17,12 +17,14 @@ import anyio
 import attrs
 
 from . import _schema as sql
+from . import _sqlite_errors as errors
+from . import _sqlite_prune as pruning
 from . import _sqlite_tx as tx
 from . import _worker as worker
 from ._errors import LeaseLost, SessionLocked, StoreUnavailable
 from ._events import Event, EventKind, SessionKey, utcnow
 from ._rules import as_utc, check_fenced_batch, check_limit, lease_expiry, may_take_lease
-from ._store import Clock, Lease, LeaseHolder, SessionSummary
+from ._store import Clock, Lease, LeaseHolder, PruneResult, SessionSummary
 
 T = TypeVar("T")
 
@@ -247,6 +249,29 @@ class SqliteEventLog:
             worker.in_transaction(functools.partial(tx.drop_lease, lease=lease)),
         )
 
+    async def prune(
+        self, before: datetime, *, dry_run: bool = False, batch: int = pruning.BATCH
+    ) -> PruneResult:
+        """Drop the events of sessions that finished before ``before``, but their final
+        checkpoint (the rules are :meth:`eventlog.EventLog.prune`'s).
+
+        Each session is pruned under its lease, taken for the prune (a live holder: the session
+        is left alone, in ``held``), in transactions of at most ``batch`` deleted events, so
+        that a live run's append waits little behind it; each batch renews the lease and checks
+        that the session has no newer checkpoint. The newest event of the whole log stays,
+        whichever session it is of (SQLite would hand its seq out again). The file does not
+        shrink: SQLite reuses the freed pages; ``VACUUM`` gives them back, offline.
+        """
+        pruner = pruning.Pruner(
+            self._fetch,
+            self._write,
+            self.acquire_lease,
+            self.release_lease,
+            clock=self._clock,
+            host=self._host,
+        )
+        return await pruner.run(before, dry_run=dry_run, batch=batch)
+
     # -- reading ---------------------------------------------------------------------------
 
     async def read(
@@ -366,7 +391,10 @@ class SqliteEventLog:
                 return await self._open(self._path, self._set_up)
             except sqlite3.OperationalError as exc:
                 # A file we cannot write (or whose -shm file cannot be made) may still be read.
-                if _code(exc) not in _READ_ONLY_CODES or not await anyio.Path(self._path).exists():
+                if (
+                    errors.code(exc) not in errors.READ_ONLY_CODES
+                    or not await anyio.Path(self._path).exists()
+                ):
                     raise
         db = await self._open_read_only()
         self._read_only = True
@@ -378,7 +406,7 @@ class SqliteEventLog:
         try:
             return await self._open(uri, self._look, uri=True)
         except sqlite3.OperationalError as exc:
-            if _code(exc) != sqlite3.SQLITE_CANTOPEN:
+            if errors.code(exc) != sqlite3.SQLITE_CANTOPEN:
                 raise
         # WAL mode needs the -shm file, which a read-only directory cannot get: read the file
         # as it stands (SQLite then ignores the WAL, as it may, the file being unwritable).
@@ -396,24 +424,12 @@ class SqliteEventLog:
             raise
         if found != str(sql.STORE_VERSION):
             await _close_quietly(db, forget_exit)
-            raise StoreUnavailable(self._version_problem(found, read_only=set_up == self._look))
+            raise StoreUnavailable(
+                errors.version_problem(self._path, found, read_only=set_up == self._look)
+            )
         self._sids.clear()  # a fresh ":memory:" database numbers its sessions anew
         self._db, self._forget_exit = db, forget_exit
         return db
-
-    def _version_problem(self, found: str, *, read_only: bool) -> str:
-        """Why a file of store version ``found`` cannot be used."""
-        if found == "none" and read_only:
-            return f"event log {self._path} has no event log tables (opened read-only: not made)"
-        problem = (
-            f"event log {self._path} has store schema version {found}, this code reads"
-            f" version {sql.STORE_VERSION}"
-        )
-        if found.isdigit() and int(found) > sql.STORE_VERSION:
-            return problem + "; upgrade the library"
-        if found == str(sql.MIGRATES_FROM) and read_only:
-            return problem + f" and migrates version {found}, but the file is read-only"
-        return problem
 
     def _set_up(self, conn: sqlite3.Connection) -> str:
         """Pragmas, then the schema if the file has none (or a migration); its store version."""
@@ -459,16 +475,7 @@ class SqliteEventLog:
             self._forget_exit = None
 
     def _unavailable(self, action: Action, exc: sqlite3.Error) -> StoreUnavailable:
-        what = action if isinstance(action, str) else action()
-        if _code(exc) == sqlite3.SQLITE_READONLY:
-            return StoreUnavailable(f"event log {self._path} is read-only: cannot {what} ({exc})")
-        directory = os.path.dirname(os.path.abspath(self._path))
-        if _code(exc) == sqlite3.SQLITE_CANTOPEN and not os.access(directory, os.W_OK):
-            # SQLite says "unable to open database file" where nothing can be written.
-            return StoreUnavailable(
-                f"event log {self._path}: cannot {what}: directory {directory} is read-only ({exc})"
-            )
-        return StoreUnavailable(f"event log {self._path}: cannot {what}: {exc}")
+        return errors.unavailable(self._path, action if isinstance(action, str) else action(), exc)
 
 
 async def _close_quietly(db: aiosqlite.Connection, forget_exit: Callable[[], None] | None) -> None:
@@ -477,13 +484,3 @@ async def _close_quietly(db: aiosqlite.Connection, forget_exit: Callable[[], Non
         await db.close()
     if forget_exit is not None:
         forget_exit()
-
-
-#: SQLite's primary result codes that say a file cannot be written (or opened for writing).
-_READ_ONLY_CODES = frozenset({sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN})
-
-
-def _code(exc: sqlite3.Error) -> int:
-    """The primary SQLite result code of ``exc`` (its extended code's low byte); -1 if none."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    return -1 if code is None else code & 0xFF

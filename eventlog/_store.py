@@ -89,6 +89,43 @@ class SessionSummary:
     stopped: bool = False
 
 
+@attrs.frozen
+class PrunedSession:
+    """One session :meth:`EventLog.prune` removed events of (or would, in a dry run).
+
+    ``events`` is how many went; ``stop_reason`` and ``updated_at`` are its final checkpoint's.
+    """
+
+    key: SessionKey
+    events: int
+    stop_reason: str | None
+    updated_at: datetime
+
+
+@attrs.frozen
+class PruneResult:
+    """What :meth:`EventLog.prune` removed (or would have: ``dry_run``).
+
+    ``pruned`` lists the sessions that lost events, oldest final checkpoint first; ``held``
+    the finished sessions left alone because a live process held their lease.
+    """
+
+    before: datetime
+    pruned: tuple[PrunedSession, ...] = ()
+    held: tuple[SessionKey, ...] = ()
+    dry_run: bool = False
+
+    @property
+    def sessions(self) -> int:
+        """How many sessions lost events."""
+        return len(self.pruned)
+
+    @property
+    def events(self) -> int:
+        """How many events went, over all sessions."""
+        return sum(pruned.events for pruned in self.pruned)
+
+
 @runtime_checkable
 class EventLog(Protocol):
     """An append-only event store with checkpoints, due-session lookup and session leases.
@@ -161,6 +198,30 @@ class EventLog(Protocol):
         """Take the session's lease for ``ttl`` seconds or raise :class:`SessionLocked`.
 
         A holder that did not hold it already gets a new, larger epoch.
+        """
+        ...
+
+    async def prune(self, before: datetime, *, dry_run: bool = False) -> PruneResult:
+        """Drop the events of sessions that finished before ``before``, but their final checkpoint.
+
+        A session is pruned when its latest checkpoint is finished (see below), that checkpoint
+        and every later event of the session are older than ``before``, and no live process
+        holds its lease. All its events go except the latest checkpoint and its notes (what
+        started it, such as the CLI's spec note: few and small), so its summary in
+        :meth:`sessions` and :meth:`latest_checkpoint` stay as they were (a resume of a
+        completed session still returns its result); its conversation is gone.
+
+        Finished: the checkpoint's stop reason is ``completed``, a budget's
+        (``max_turns_exceeded``, ``max_tokens_exceeded``, ``max_cost_exceeded``,
+        ``wallclock_exceeded``), ``retry_policy_aborted`` or ``aborted``; or the session was
+        stopped on purpose (``stopped``, any stop reason but ``deferred``). Never pruned: a
+        deferred session (due or not), one without a stop reason (running, or crashed), one
+        whose caller cancelled it without a stop (``context_cancelled``, not ``stopped``).
+
+        The store holds each session's lease while it deletes, so that no run starts on it
+        meanwhile; a session held by a live process is listed in ``held`` and left alone.
+        ``dry_run`` reports what would go and removes nothing. Seqs handed out later stay
+        larger than every seq handed out before. Space is not given back to the file system.
         """
         ...
 

@@ -28,3 +28,7 @@ __all__ = [
     "SystemClock",
     "Waker",
 ]
+
+#: Says this package is bounded-autonomous's: ``import autonomous`` refuses a package of the
+#: same name from another distribution (PyPI has one) installed in its place.
+__bounded_autonomous__ = True

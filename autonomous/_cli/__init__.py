@@ -1,5 +1,5 @@
 """The ``autonomous`` command: validate, run and resume agent specs; list, show and control
-sessions in an event log; and ``daemon``, which resumes sessions when they are due.
+sessions in an event log; ``daemon``, which resumes sessions when they are due; and ``prune``.
 
 Map:
     _main.py       the parser, logging set-up and dispatch
@@ -11,6 +11,7 @@ Map:
     _daemon.py     daemon (--max-concurrent, its polls on a Clock)
     _jsonlines.py  the daemon's report lines; --json: one JSON-lines stream for log shippers
     _hooks.py      the spec's on_exit completion hook
+    _prune.py      prune (retention: the old events of finished sessions)
     _validate.py   validate (the static checks of a spec)
     _refs.py       module:function references in specs
     _spec.py       the spec file format: AgentSpec, load_spec

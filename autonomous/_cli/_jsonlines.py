@@ -17,9 +17,10 @@ from typing import Any
 
 import structlog
 
+from .._logging import get_logger
 from ._common import emit_json
 
-_log = structlog.get_logger("autonomous.daemon")
+_log = get_logger("autonomous.daemon")
 
 #: ``report(event, **fields)``: how the daemon tells what it does.
 Report = Callable[..., None]

@@ -21,6 +21,7 @@ from ._daemon import add_daemon_options, cmd_daemon
 from ._exits import Exit, for_signal, help_text
 from ._inspect import cmd_control, cmd_inject, cmd_ls, cmd_show
 from ._output import pipe_safe_output
+from ._prune import add_prune, cmd_prune
 from ._run import add_budget_overrides, cmd_resume, cmd_run
 from ._signals import Shutdown, handling_signals
 from ._validate import validate
@@ -97,6 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--full", action="store_true", help="do not cut the text")
 
     _add_control_commands(add)
+
+    add_prune(add("prune", "drop the old events of finished sessions, keeping their summaries"))
 
     p = add("daemon", "resume sessions when they are due, until interrupted")
     add_daemon_options(p)
@@ -184,6 +187,7 @@ COMMANDS: dict[str, Command] = {
     "unpause": cmd_control,
     "stop": cmd_control,
     "daemon": cmd_daemon,
+    "prune": cmd_prune,
 }
 
 
