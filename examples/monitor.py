@@ -14,14 +14,21 @@ import json
 import logging
 import random
 import shutil
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import anyio
-import structlog
 
-from autonomous import Agent, ModelResponse, RunResult, function_tool, run_autonomous
+from autonomous import (
+    Agent,
+    ModelResponse,
+    RunResult,
+    StopReason,
+    function_tool,
+    run_autonomous,
+)
 from autonomous.testing import ScriptedModel, call
 from eventlog import EventKind, SessionRef, SqliteEventLog
 from scheduler import SleepScheduler
@@ -106,6 +113,8 @@ async def main(model_name: str | None, db: Path, session_id: str) -> RunResult:
     print(f"tokens      : {result.input_tokens} in / {result.output_tokens} out")
     print(f"cost        : ${result.cost_usd:.6f}")
     print(f"duration    : {result.duration:.1f} s")
+    if result.error is not None:  # why the run gave up, e.g. the provider's missing credentials
+        print(f"error       : {type(result.error).__name__}: {result.error}")
     where = f"session monitor/ops/{session_id}, {len(events)} events: {', '.join(kinds)}"
     print(f"event log   : {db} ({where})")
     checkpoints = [e for e in events if e.kind is EventKind.CHECKPOINT]
@@ -128,6 +137,7 @@ if __name__ == "__main__":
     )
     parser.add_argument("--verbose", action="store_true", help="show the structured logs")
     args = parser.parse_args()
-    level = logging.INFO if args.verbose else logging.WARNING
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(level))
-    anyio.run(main, args.model, args.db, args.session)
+    if args.verbose:  # the library logs through the standard logging module
+        logging.basicConfig(level=logging.INFO)
+    outcome = anyio.run(main, args.model, args.db, args.session)
+    sys.exit(0 if outcome.reason in (StopReason.COMPLETED, StopReason.DEFERRED) else 1)
