@@ -31,11 +31,13 @@ Map (the core is flat here; its edges are the sub-packages at the end):
     _steering.py      steering and skill files, scoped to the agent's directory
     _callers.py       permissions.Caller from the originator recorded with an inbox message
     _errors.py        the error tree (AutonomousError at the root)
+    retry.py          public: retry policies (transient: HTTP 429/5xx and timeouts, with backoff)
     _models/          the model edge: litellm, local llama.cpp models
     _cli/             the `autonomous` command, agent spec files, validation
     testing/          public: ScriptedModel, ScriptedServer and their steps, FakeClock
 """
 
+from . import retry
 from ._agent import Agent, BuildFn, RebuildFn
 from ._cli._spec import AgentSpec, load_spec
 from ._cli._spec import Problem as SpecProblem
@@ -143,6 +145,7 @@ __all__ = [
     "load_spec",
     "register_local_models",
     "resume_autonomous",
+    "retry",
     "run_autonomous",
     "send_control",
     "send_inject",
