@@ -39,8 +39,9 @@ Map (the core is flat here; its edges are the sub-packages at the end):
 
 from . import retry
 from ._agent import Agent, BuildFn, RebuildFn
-from ._cli._spec import AgentSpec, load_spec
+from ._cli._spec import AgentSpec
 from ._cli._spec import Problem as SpecProblem
+from ._cli._spec_reader import load_spec
 from ._cli._validate import validate as validate_spec
 from ._driver import resume_autonomous, run_autonomous, start_autonomous
 from ._errors import (

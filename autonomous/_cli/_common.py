@@ -22,7 +22,8 @@ from eventlog import EventKind, EventLog, Note, SessionKey, SqliteEventLog, proc
 from .._errors import ConfigurationError
 from .._models._import import import_litellm
 from ._exits import Exit
-from ._spec import AgentSpec, load_spec
+from ._spec import AgentSpec
+from ._spec_reader import load_spec
 
 T = TypeVar("T")
 

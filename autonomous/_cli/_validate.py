@@ -33,7 +33,8 @@ from .._errors import ConfigurationError
 from .._options import make_options
 from .._steering import check_scoped
 from ._refs import scripted_factory, tool_from_ref
-from ._spec import AgentSpec, Problem, read_spec
+from ._spec import AgentSpec, Problem, Severity, problem_at
+from ._spec_reader import read_spec
 
 __all__ = ["validate"]
 
@@ -58,9 +59,10 @@ def validate(
     return problems
 
 
-def _problem(severity: str, where: str, key: str, message: str) -> Problem:
-    """A problem at ``key`` of the spec file ``where``."""
-    return Problem("error" if severity == "error" else "warning", f"{where}: {key}", message)
+def _problem(spec: AgentSpec, severity: str, where: str, key: str, message: str) -> Problem:
+    """A problem at ``key`` of the spec file ``where`` (as the user named it), with its line."""
+    level: Severity = "error" if severity == "error" else "warning"
+    return problem_at(level, where, key, message, spec.lines)
 
 
 def _model(spec: AgentSpec, where: str) -> list[Problem]:
@@ -70,19 +72,22 @@ def _model(spec: AgentSpec, where: str) -> list[Problem]:
         try:
             scripted_factory(spec.model, spec.base_dir)
         except ConfigurationError as exc:
-            found.append(_problem("error", where, "model", str(exc)))
+            found.append(_problem(spec, "error", where, "model", str(exc)))
         if spec.litellm:
             found.append(
-                _problem("warning", where, "litellm", "ignored: the model is a scripted one")
+                _problem(spec, "warning", where, "litellm", "ignored: the model is a scripted one")
             )
     env = spec.litellm.get("api_key_env")
     if env and not spec.scripted and env not in os.environ:
         found.append(
-            _problem("warning", where, "litellm.api_key_env", f"{env} is not set in this shell")
+            _problem(
+                spec, "warning", where, "litellm.api_key_env", f"{env} is not set in this shell"
+            )
         )
     if not spec.instructions.strip() and not (spec.steering or "").strip():
         found.append(
             _problem(
+                spec,
                 "warning",
                 where,
                 "instructions",
@@ -98,7 +103,7 @@ def _files(spec: AgentSpec, where: str) -> list[Problem]:
     for key, paths in (("steering_files", spec.steering_files), ("skill_files", spec.skill_files)):
         for problem in check_scoped(paths, spec.base_dir):
             found.append(
-                _problem(problem.severity, where, key, f"{problem.path}: {problem.message}")
+                _problem(spec, problem.severity, where, key, f"{problem.path}: {problem.message}")
             )
     return found
 
@@ -108,6 +113,7 @@ def _tools(spec: AgentSpec, where: str) -> list[Problem]:
     if not spec.tools:
         return [
             _problem(
+                spec,
                 "warning",
                 where,
                 "tools",
@@ -124,13 +130,17 @@ def _tools(spec: AgentSpec, where: str) -> list[Problem]:
         try:
             tool = tool_from_ref(ref, spec.base_dir)
         except ConfigurationError as exc:
-            found.append(_problem("error", where, key, str(exc)))
+            found.append(_problem(spec, "error", where, key, str(exc)))
             continue
         if tool.name in reserved:
-            found.append(_problem("error", where, key, f"{tool.name!r} is the runtime's own tool"))
+            found.append(
+                _problem(spec, "error", where, key, f"{tool.name!r} is the runtime's own tool")
+            )
         elif tool.name in names:
             found.append(
-                _problem("error", where, key, f"tool name {tool.name!r} is also {names[tool.name]}")
+                _problem(
+                    spec, "error", where, key, f"tool name {tool.name!r} is also {names[tool.name]}"
+                )
             )
         names.setdefault(tool.name, ref.ref)
     return found
@@ -144,6 +154,7 @@ def _budgets(spec: AgentSpec, where: str) -> list[Problem]:
     if "max_turns" in b and b["max_turns"] == 0 and not caps:
         found.append(
             _problem(
+                spec,
                 "warning",
                 where,
                 "budgets",
@@ -153,6 +164,7 @@ def _budgets(spec: AgentSpec, where: str) -> list[Problem]:
     elif not caps:
         found.append(
             _problem(
+                spec,
                 "warning",
                 where,
                 "budgets",
@@ -163,6 +175,7 @@ def _budgets(spec: AgentSpec, where: str) -> list[Problem]:
     if spec.model and not spec.scripted and not b.get("per_turn_timeout"):
         found.append(
             _problem(
+                spec,
                 "warning",
                 where,
                 "budgets.per_turn_timeout",
@@ -177,7 +190,7 @@ def _options(spec: AgentSpec, where: str) -> list[Problem]:
     try:
         make_options(spec.run_options(prompter=_NoPrompter()))
     except (ConfigurationError, ValueError, TypeError) as exc:
-        return [_problem("error", where, "options", str(exc))]
+        return [_problem(spec, "error", where, "options", str(exc))]
     return []
 
 
@@ -186,6 +199,7 @@ def _permissions(spec: AgentSpec, where: str, interactive: bool) -> list[Problem
     if spec.permission_mode == "allow" and not spec.allow:
         return [
             _problem(
+                spec,
                 "warning",
                 where,
                 "permissions.allow",
@@ -196,6 +210,7 @@ def _permissions(spec: AgentSpec, where: str, interactive: bool) -> list[Problem
     if spec.permission_mode == "ask" and not interactive:
         return [
             _problem(
+                spec,
                 "warning",
                 where,
                 "permissions.mode",
