@@ -19,6 +19,7 @@ from autonomous import (
     run_autonomous,
     start_autonomous,
 )
+from autonomous._models._litellm import _model_error
 from autonomous.retry import TransientRetry, is_transient, parse_retry_after, transient
 from autonomous.testing import FakeClock, ScriptedModel, done
 from autonomous.testing import reply as model_reply
@@ -233,3 +234,32 @@ class TestOverHttp:
         assert StopReason.RETRY_POLICY_ABORTED == result.reason
         assert isinstance(result.error, ModelError) and 401 == result.error.status
         assert 1 == scripted_server.request_count
+
+
+class ProviderError(Exception):
+    """Stands in for a litellm exception: a status code and the response headers."""
+
+    def __init__(self, message: str, status_code: int, headers: dict[str, str]) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.litellm_response_headers = headers
+
+
+class TestModelErrorMapping:
+    """The litellm model's ModelError: status and Retry-After from the provider's exception."""
+
+    def test_retry_after_ms_wins_over_retry_after(self) -> None:
+        """retry-after-ms is read in milliseconds, before a coarser retry-after."""
+        exc = ProviderError("slow", 429, {"retry-after-ms": "1500", "retry-after": "2"})
+        made = _model_error("openai/x", exc)
+        assert (429, 1.5) == (made.status, made.retry_after)
+
+    def test_no_header_no_retry_after(self) -> None:
+        """Without the headers retry_after is None; the status is kept."""
+        made = _model_error("openai/x", ProviderError("down", 503, {}))
+        assert (503, None) == (made.status, made.retry_after)
+
+    def test_a_buried_cause_has_no_status(self) -> None:
+        """litellm labels a too-deep response HTTP 500; no server said so: not transient."""
+        made = _model_error("openai/x", ProviderError("RecursionError: deep", 500, {}))
+        assert made.status is None and not is_transient(made)
