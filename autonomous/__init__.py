@@ -32,6 +32,7 @@ Map (the core is flat here; its edges are the sub-packages at the end):
     _callers.py       permissions.Caller from the originator recorded with an inbox message
     _errors.py        the error tree (AutonomousError at the root)
     _clash.py         the check at import that eventlog, usage, ... are ours, not PyPI namesakes
+    retry.py          public: retry policies (transient: HTTP 429/5xx and timeouts, with backoff)
     _models/          the model edge: litellm, local llama.cpp models
     _cli/             the `autonomous` command, agent spec files, validation
     testing/          public: ScriptedModel, ScriptedServer and their steps, FakeClock
@@ -39,10 +40,14 @@ Map (the core is flat here; its edges are the sub-packages at the end):
 
 # First, before anything imports eventlog, usage, permissions or scheduler: importing _clash
 # checks that they are ours (a PyPI namesake installed over one is named in one line).
-from . import _clash  # noqa: F401
+from . import (
+    _clash,  # noqa: F401
+    retry,
+)
 from ._agent import Agent, BuildFn, RebuildFn
-from ._cli._spec import AgentSpec, load_spec
+from ._cli._spec import AgentSpec
 from ._cli._spec import Problem as SpecProblem
+from ._cli._spec_reader import load_spec
 from ._cli._validate import validate as validate_spec
 from ._driver import resume_autonomous, run_autonomous, start_autonomous
 from ._errors import (
@@ -147,6 +152,7 @@ __all__ = [
     "load_spec",
     "register_local_models",
     "resume_autonomous",
+    "retry",
     "run_autonomous",
     "send_control",
     "send_inject",

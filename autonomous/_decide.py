@@ -77,7 +77,10 @@ class Finish:
 
 @attrs.frozen
 class Retry:
-    """Run the same prompt again (the failed attempt's inbox messages go with it)."""
+    """Run the same prompt again (the failed attempt's inbox messages go with it), after
+    waiting ``delay`` seconds (what the retry policy's ``delay`` asked for; 0 = at once)."""
+
+    delay: float = 0.0
 
 
 @attrs.frozen

@@ -45,7 +45,20 @@ class TurnError(AutonomousError):
 
 
 class ModelError(TurnError):
-    """The model call failed; the provider's error is the ``__cause__``."""
+    """The model call failed; the provider's error is the ``__cause__``.
+
+    ``status`` is the HTTP status the provider answered with (None when there was no answer,
+    or the failure was not the server's), ``retry_after`` the seconds its ``Retry-After``
+    header asked for (None without one): what a retry policy such as
+    :func:`autonomous.retry.transient` decides by.
+    """
+
+    def __init__(
+        self, message: str, *, status: int | None = None, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after
 
 
 class TurnTimeout(TurnError):

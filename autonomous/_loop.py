@@ -6,8 +6,9 @@ Functions over the run's :class:`RunState`, handed the parts they talk to as one
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol
 
 import anyio
@@ -106,6 +107,8 @@ async def run_loop(deps: LoopDeps, state: RunState, agent: Agent) -> RunResult:
             step = await _turn(deps, state, runner, turn)
         if isinstance(step, Finish):
             return await deps.exit(step.reason, step.error)
+        if isinstance(step, Retry) and step.delay:
+            await _back_off(deps, step.delay)
         if isinstance(step, Wait):
             finished = await _wait(deps, state, step)
             if finished is not None:
@@ -261,7 +264,7 @@ async def _settle(
     decision = None
     if error is not None and done is None:
         decision = _failed(deps, state, attempt.turn, error)
-    step = after_turn(
+    step: Step = after_turn(
         error=error if done is None else None,
         decision=decision,
         done=done,
@@ -270,6 +273,8 @@ async def _settle(
     )
     if budget is not None and done is None:
         step = Finish(budget)
+    if isinstance(step, Retry) and error is not None:
+        step = Retry(_retry_delay(deps, error, state.failed_attempts))
     step = await _deliver_before_done(deps, state, step, attempt.batch)
     if isinstance(step, Wait):
         step = _clamped(deps, step)
@@ -372,6 +377,30 @@ def _retry_decision(deps: LoopDeps, error: BaseException, attempt: int) -> Retry
         deps.observer.log.warning("retry_policy_failed", error=type(exc).__name__)
         return RetryDecision.ABORT_RUN
     return decision if isinstance(decision, RetryDecision) else RetryDecision.ABORT_RUN
+
+
+def _retry_delay(deps: LoopDeps, error: BaseException, attempt: int) -> float:
+    """The seconds a retry policy with a ``delay(error, attempt)`` method asks to wait before
+    the retry; 0 for a plain policy, or a delay that fails or is not a number."""
+    delay = getattr(deps.opts.retry_policy, "delay", None)
+    if not callable(delay):
+        return 0.0
+    try:
+        seconds = float(delay(error, attempt))
+    except Exception as exc:
+        deps.observer.log.warning("retry_delay_failed", error=type(exc).__name__)
+        return 0.0
+    return seconds if math.isfinite(seconds) and seconds > 0 else 0.0
+
+
+async def _back_off(deps: LoopDeps, seconds: float) -> None:
+    """Wait before a retry, on the run's clock: a stop cancels the wait, and it ends when the
+    wall-clock budget does (the budget check that follows ends the run)."""
+    if deps.opts.max_wallclock:
+        seconds = min(seconds, max(deps.opts.max_wallclock - deps.elapsed(), 0.0))
+    deps.observer.log.info("retry_backoff", seconds=round(seconds, 3))
+    clock = deps.opts.clock
+    await clock.sleep_until(clock.now() + timedelta(seconds=seconds))
 
 
 async def _wait(deps: LoopDeps, state: RunState, step: Wait) -> RunResult | None:

@@ -14,7 +14,9 @@ Map:
     _prune.py      prune (retention: the old events of finished sessions)
     _validate.py   validate (the static checks of a spec)
     _refs.py       module:function references in specs
-    _spec.py       the spec file format: AgentSpec, load_spec
+    _spec.py       the spec as a value: AgentSpec, Problem
+    _spec_reader.py  reading spec files: load_spec, read_spec (every problem, with its line)
+    _spec_lines.py   where a TOML file sets each key (line numbers for problems)
 
 Exit status: see :class:`._exits.Exit` (0 completed, 10 deferred, 11 budget, 12 aborted,
 13 failed, 14 lease lost, 15 stopped, 1 the command could not do it, 2 usage, 3 locked, 4 the

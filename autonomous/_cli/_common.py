@@ -29,7 +29,8 @@ from eventlog import (
 from .._errors import ConfigurationError
 from .._models._import import import_litellm
 from ._exits import Exit
-from ._spec import AgentSpec, load_spec
+from ._spec import AgentSpec
+from ._spec_reader import load_spec
 
 T = TypeVar("T")
 

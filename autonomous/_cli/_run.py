@@ -4,6 +4,7 @@ progress on standard error, Ctrl-C stopping it cleanly (the session stays resuma
 from __future__ import annotations
 
 import argparse
+import os
 import secrets
 import sys
 import time
@@ -25,17 +26,18 @@ from ._common import (
     adopt_spec,
     cli_errors,
     emit_json,
-    load_spec_or_fail,
     open_log,
     prepare_litellm,
     record_spec,
     resolve_session,
     spec_of_session,
 )
+from ._durations import duration_arg
 from ._exits import Exit, for_reason, for_signal
 from ._hooks import spec_hook
 from ._signals import until_signal
-from ._spec import AgentSpec
+from ._spec import AgentSpec, line_of
+from ._validate import unpriced_cap, validated_spec
 
 
 class ProgressPrinter:
@@ -95,7 +97,38 @@ def add_budget_overrides(parser: argparse.ArgumentParser) -> None:
     """The options that override a spec's budgets for one run or resume."""
     parser.add_argument("--max-turns", type=int, help="override budgets.max_turns")
     parser.add_argument("--max-cost", type=float, help="override budgets.max_cost_usd")
-    parser.add_argument("--max-wallclock", type=float, help="override budgets.max_wallclock")
+    parser.add_argument(
+        "--max-wallclock",
+        type=duration_arg,
+        help="override budgets.max_wallclock (seconds, or a duration: 30m, 2h)",
+    )
+
+
+def _checked_spec(path: str | os.PathLike[str], model: str | None = None) -> AgentSpec:
+    """The spec at ``path`` as strict as ``validate``: every error at once, or a CliError.
+    ``model`` (a ``--model`` override) replaces the file's model after the checks."""
+    with cli_errors():
+        spec = validated_spec(path, interactive=sys.stdin.isatty())
+    return attrs.evolve(spec, model=model) if model else spec
+
+
+def _at(spec: AgentSpec, key: str) -> str:
+    """``file:line`` of ``key`` in the spec (``file`` when the line is not known)."""
+    line = line_of(key, spec.lines)
+    return f"{spec.path}" if line is None else f"{spec.path}:{line}"
+
+
+def _refusals(spec: AgentSpec, options: Mapping[str, Any], prompter: Prompter | None) -> None:
+    """Refuse, in one line with the fix, a run that cannot work as configured."""
+    if spec.permission_mode == "ask" and prompter is None:
+        raise CliError(
+            f'{_at(spec, "permissions.mode")}: permissions.mode = "ask" needs a terminal to '
+            'ask on, and standard input is not one: run it in a terminal, or set mode = "allow" '
+            'with allow rules for the tools it may use (or mode = "plan" / "yolo")'
+        )
+    why = unpriced_cap(spec, options.get("max_cost_usd", 0.0))
+    if why is not None:
+        raise CliError(f"{_at(spec, 'budgets.max_cost_usd')}: {why}")
 
 
 def _options(spec: AgentSpec, args: argparse.Namespace) -> dict[str, Any]:
@@ -108,6 +141,7 @@ def _options(spec: AgentSpec, args: argparse.Namespace) -> dict[str, Any]:
         "max_wallclock": args.max_wallclock,
     }
     options.update({k: v for k, v in overrides.items() if v is not None})
+    _refusals(spec, options, prompter)
     with cli_errors():  # misuse (a bad option, a gate that would deadlock) before any write
         opts = make_options(options)
         if opts.permissions_gate is not None:
@@ -117,15 +151,13 @@ def _options(spec: AgentSpec, args: argparse.Namespace) -> dict[str, Any]:
 
 async def cmd_run(args: argparse.Namespace) -> int:
     """Start a new session from a spec file and run it here."""
-    spec = load_spec_or_fail(args.spec)
-    if args.model:
-        spec = attrs.evolve(spec, model=args.model)
+    spec = _checked_spec(args.spec, args.model)
     goal = args.goal or spec.goal
     if not goal.strip():
         raise CliError(f"{args.spec}: no goal: pass --goal TEXT or set goal in the spec")
     session_id = args.session or f"{spec.name}-{secrets.token_hex(3)}"
+    await prepare_litellm(spec)  # first: the price check reads litellm's cost table
     options = _options(spec, args)
-    await prepare_litellm(spec)
     async with open_log(args, create=True) as log:
         ref = spec.session_ref(log, session_id)
         if await log.latest_checkpoint(ref.key) is not None:
@@ -144,9 +176,14 @@ async def cmd_resume(args: argparse.Namespace) -> int:
     async with open_log(args) as log:
         key = await resolve_session(log, args.session)
         await _refuse_stopped(log, key, force=args.force)
-        spec = await (adopt_spec(log, key, args.spec) if args.spec else spec_of_session(log, key))
-        options = _options(spec, args)
+        if args.spec:
+            _checked_spec(args.spec)  # as strict as validate before it is recorded
+        recorded = await (
+            adopt_spec(log, key, args.spec) if args.spec else spec_of_session(log, key)
+        )
+        spec = _checked_spec(recorded.path, recorded.model)
         await prepare_litellm(spec)
+        options = _options(spec, args)
         ref = SessionRef(log=log, app=key.app, user=key.user, session_id=key.session_id)
         with cli_errors():
             build = spec.build_function(ref)

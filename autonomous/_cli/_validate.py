@@ -16,6 +16,8 @@ an outcome that is blank, repeated or a reserved exit name              error
 no budget (max_turns, max_cost_usd, max_wallclock) set                  warning
 ``max_turns = 0`` with no cost or wall-clock cap: unbounded             warning
 no ``per_turn_timeout`` for a litellm model                             warning
+``max_cost_usd`` for a litellm model with no price and no ``[pricing]``  error
+``max_cost_usd`` for a scripted or local model with no ``[pricing]``     warning
 an unknown scheduler kind or permission mode                            error
 ``ask`` mode with no terminal to prompt on                              warning
 ``allow`` mode with no allow rules (every tool call is denied)          warning
@@ -29,13 +31,16 @@ import os
 import sys
 from typing import Any
 
+from usage import Pricing
+
 from .._errors import ConfigurationError
 from .._options import make_options
 from .._steering import check_scoped
 from ._refs import scripted_factory, tool_from_ref
-from ._spec import AgentSpec, Problem, read_spec
+from ._spec import AgentSpec, Problem, Severity, problem_at
+from ._spec_reader import read_spec
 
-__all__ = ["validate"]
+__all__ = ["unpriced_cap", "validate", "validated_spec"]
 
 
 def validate(
@@ -46,21 +51,27 @@ def validate(
     ``interactive`` tells whether a terminal can answer an ``ask``-mode gate (default: whether
     standard input is a terminal). Tool and model references are imported (not called).
     """
+    return _checked(spec_path, sys.stdin.isatty() if interactive is None else interactive)[1]
+
+
+def _checked(
+    spec_path: str | os.PathLike[str], interactive: bool
+) -> tuple[AgentSpec | None, list[Problem]]:
+    """The spec (None when unreadable) and every problem of it."""
     spec, problems = read_spec(spec_path)
     if spec is None:
-        return problems
+        return None, problems
     where = os.fspath(spec_path)
-    if interactive is None:
-        interactive = sys.stdin.isatty()
-    for check in (_model, _files, _tools, _budgets, _options):
+    for check in (_model, _files, _tools, _budgets, _pricing, _options):
         problems.extend(check(spec, where))
     problems.extend(_permissions(spec, where, interactive))
-    return problems
+    return spec, problems
 
 
-def _problem(severity: str, where: str, key: str, message: str) -> Problem:
-    """A problem at ``key`` of the spec file ``where``."""
-    return Problem("error" if severity == "error" else "warning", f"{where}: {key}", message)
+def _problem(spec: AgentSpec, severity: str, where: str, key: str, message: str) -> Problem:
+    """A problem at ``key`` of the spec file ``where`` (as the user named it), with its line."""
+    level: Severity = "error" if severity == "error" else "warning"
+    return problem_at(level, where, key, message, spec.lines)
 
 
 def _model(spec: AgentSpec, where: str) -> list[Problem]:
@@ -70,19 +81,22 @@ def _model(spec: AgentSpec, where: str) -> list[Problem]:
         try:
             scripted_factory(spec.model, spec.base_dir)
         except ConfigurationError as exc:
-            found.append(_problem("error", where, "model", str(exc)))
+            found.append(_problem(spec, "error", where, "model", str(exc)))
         if spec.litellm:
             found.append(
-                _problem("warning", where, "litellm", "ignored: the model is a scripted one")
+                _problem(spec, "warning", where, "litellm", "ignored: the model is a scripted one")
             )
     env = spec.litellm.get("api_key_env")
     if env and not spec.scripted and env not in os.environ:
         found.append(
-            _problem("warning", where, "litellm.api_key_env", f"{env} is not set in this shell")
+            _problem(
+                spec, "warning", where, "litellm.api_key_env", f"{env} is not set in this shell"
+            )
         )
     if not spec.instructions.strip() and not (spec.steering or "").strip():
         found.append(
             _problem(
+                spec,
                 "warning",
                 where,
                 "instructions",
@@ -98,7 +112,7 @@ def _files(spec: AgentSpec, where: str) -> list[Problem]:
     for key, paths in (("steering_files", spec.steering_files), ("skill_files", spec.skill_files)):
         for problem in check_scoped(paths, spec.base_dir):
             found.append(
-                _problem(problem.severity, where, key, f"{problem.path}: {problem.message}")
+                _problem(spec, problem.severity, where, key, f"{problem.path}: {problem.message}")
             )
     return found
 
@@ -108,6 +122,7 @@ def _tools(spec: AgentSpec, where: str) -> list[Problem]:
     if not spec.tools:
         return [
             _problem(
+                spec,
                 "warning",
                 where,
                 "tools",
@@ -124,13 +139,17 @@ def _tools(spec: AgentSpec, where: str) -> list[Problem]:
         try:
             tool = tool_from_ref(ref, spec.base_dir)
         except ConfigurationError as exc:
-            found.append(_problem("error", where, key, str(exc)))
+            found.append(_problem(spec, "error", where, key, str(exc)))
             continue
         if tool.name in reserved:
-            found.append(_problem("error", where, key, f"{tool.name!r} is the runtime's own tool"))
+            found.append(
+                _problem(spec, "error", where, key, f"{tool.name!r} is the runtime's own tool")
+            )
         elif tool.name in names:
             found.append(
-                _problem("error", where, key, f"tool name {tool.name!r} is also {names[tool.name]}")
+                _problem(
+                    spec, "error", where, key, f"tool name {tool.name!r} is also {names[tool.name]}"
+                )
             )
         names.setdefault(tool.name, ref.ref)
     return found
@@ -144,6 +163,7 @@ def _budgets(spec: AgentSpec, where: str) -> list[Problem]:
     if "max_turns" in b and b["max_turns"] == 0 and not caps:
         found.append(
             _problem(
+                spec,
                 "warning",
                 where,
                 "budgets",
@@ -153,6 +173,7 @@ def _budgets(spec: AgentSpec, where: str) -> list[Problem]:
     elif not caps:
         found.append(
             _problem(
+                spec,
                 "warning",
                 where,
                 "budgets",
@@ -163,6 +184,7 @@ def _budgets(spec: AgentSpec, where: str) -> list[Problem]:
     if spec.model and not spec.scripted and not b.get("per_turn_timeout"):
         found.append(
             _problem(
+                spec,
                 "warning",
                 where,
                 "budgets.per_turn_timeout",
@@ -172,12 +194,57 @@ def _budgets(spec: AgentSpec, where: str) -> list[Problem]:
     return found
 
 
+def unpriced_cap(spec: AgentSpec, max_cost_usd: float) -> str | None:
+    """Why a cost cap of ``max_cost_usd`` could never trip for ``spec``'s model, or None.
+
+    A litellm model is priced by ``[pricing]`` or by litellm's cost table (read here, which
+    imports litellm); without either every call costs $0 and the cap does nothing.
+    """
+    if not max_cost_usd or spec.pricing is not None or not spec.model or _free(spec):
+        return None
+    try:
+        Pricing.for_model(spec.model)
+    except LookupError:
+        return (
+            f"max_cost_usd = {max_cost_usd:g} can never trip: {spec.model} has no price in "
+            "litellm's cost table; add [pricing] or remove max_cost_usd ([pricing] takes "
+            "input_per_mtok and output_per_mtok, USD per million tokens)"
+        )
+    return None
+
+
+def _free(spec: AgentSpec) -> bool:
+    """Whether the model runs here at no cost (scripted, or a local llama.cpp model)."""
+    return spec.scripted or spec.model.startswith("local/")
+
+
+def _pricing(spec: AgentSpec, where: str) -> list[Problem]:
+    """A cost cap has prices to count with."""
+    cap = float(spec.budgets.get("max_cost_usd", 0))
+    if cap and _free(spec) and spec.pricing is None:
+        message = "never trips: this model costs nothing unless [pricing] gives it prices"
+        return [_problem(spec, "warning", where, "budgets.max_cost_usd", message)]
+    why = unpriced_cap(spec, cap)
+    return [] if why is None else [_problem(spec, "error", where, "budgets.max_cost_usd", why)]
+
+
+def validated_spec(spec_path: str | os.PathLike[str], *, interactive: bool) -> AgentSpec:
+    """The spec at ``spec_path`` when :func:`validate` finds no error in it; else a
+    :class:`ConfigurationError` listing every error (warnings are not repeated here)."""
+    spec, problems = _checked(spec_path, interactive)
+    errors = [p for p in problems if p.severity == "error"]
+    if errors or spec is None:
+        lines = "\n".join(f"  {p.where}: {p.message}" for p in errors)
+        raise ConfigurationError(f"invalid agent spec {os.fspath(spec_path)}:\n{lines}")
+    return spec
+
+
 def _options(spec: AgentSpec, where: str) -> list[Problem]:
     """Whatever RunOptions itself refuses (clashing tool names, a zero lease ttl ...)."""
     try:
         make_options(spec.run_options(prompter=_NoPrompter()))
     except (ConfigurationError, ValueError, TypeError) as exc:
-        return [_problem("error", where, "options", str(exc))]
+        return [_problem(spec, "error", where, "options", str(exc))]
     return []
 
 
@@ -186,6 +253,7 @@ def _permissions(spec: AgentSpec, where: str, interactive: bool) -> list[Problem
     if spec.permission_mode == "allow" and not spec.allow:
         return [
             _problem(
+                spec,
                 "warning",
                 where,
                 "permissions.allow",
@@ -196,6 +264,7 @@ def _permissions(spec: AgentSpec, where: str, interactive: bool) -> list[Problem
     if spec.permission_mode == "ask" and not interactive:
         return [
             _problem(
+                spec,
                 "warning",
                 where,
                 "permissions.mode",

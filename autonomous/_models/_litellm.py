@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
@@ -22,6 +23,7 @@ from usage import Usage
 
 from .._errors import ModelError
 from .._model import Message, ModelResponse, ToolCall
+from ..retry import parse_retry_after
 from ._import import import_litellm
 
 __all__ = ["LiteLLMModel"]
@@ -86,7 +88,7 @@ class LiteLLMModel:
         except ModelError:
             raise
         except Exception as exc:  # BaseException (cancellation) is never caught
-            raise ModelError(f"model call to {self._model} failed: {_describe(exc)}") from exc
+            raise _model_error(self._model, exc) from exc
         return _to_response(response, self._model)
 
     def _call_kwargs(self, tools: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -184,13 +186,55 @@ _BURIED_CAUSES = (
 )
 
 
+def _buried(exc: BaseException) -> str | None:
+    """The cause litellm buried in ``exc``'s message (deep nesting, an unencodable request)."""
+    text = str(exc)
+    for marker, cause in _BURIED_CAUSES:
+        if marker in text or marker == type(exc).__name__:
+            return cause
+    return None
+
+
+def _model_error(model: str, exc: BaseException) -> ModelError:
+    """Our ModelError for a failed litellm call: its description, HTTP status, Retry-After."""
+    message = f"model call to {model} failed: {_describe(exc)}"
+    if _buried(exc) is not None:  # litellm labels these HTTP 500, but no server said so
+        return ModelError(message)
+    status = _field(exc, "status_code")
+    return ModelError(
+        message,
+        status=status if isinstance(status, int) and not isinstance(status, bool) else None,
+        retry_after=_retry_after(exc),
+    )
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    """Seconds from the ``Retry-After`` (or ``retry-after-ms``) header of the provider's
+    answer, as litellm keeps it (its response's headers, or ``litellm_response_headers``)."""
+    for headers in (
+        _field(_field(exc, "response"), "headers"),
+        _field(exc, "litellm_response_headers"),
+    ):
+        if not isinstance(headers, Mapping):
+            continue  # httpx.Headers is a Mapping, with case-insensitive keys
+        millis = headers.get("retry-after-ms")
+        if isinstance(millis, str):
+            seconds = parse_retry_after(millis, datetime.now(UTC))
+            if seconds is not None:
+                return seconds / 1000.0
+        value = headers.get("retry-after")
+        if isinstance(value, str):
+            return parse_retry_after(value, datetime.now(UTC))
+    return None
+
+
 def _describe(exc: BaseException) -> str:
     """A one-line description of a provider error: its type, HTTP status and first line, or
     the cause litellm buried in its message (deep nesting, an unencodable request)."""
     text = str(exc)
-    for marker, cause in _BURIED_CAUSES:
-        if marker in text or marker == type(exc).__name__:
-            return f"{type(exc).__name__}: {cause}"
+    cause = _buried(exc)
+    if cause is not None:
+        return f"{type(exc).__name__}: {cause}"
     status = _field(exc, "status_code")
     head = type(exc).__name__ + (f" (HTTP {status})" if isinstance(status, int) else "")
     lines = text.strip().splitlines()

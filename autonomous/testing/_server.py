@@ -205,7 +205,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif isinstance(step, HangStep):
             self._wait(None)
         elif isinstance(step, ErrorStep):
-            self._send_error(step.status, step.message)
+            headers = {} if step.retry_after is None else {"Retry-After": step.retry_after}
+            self._send_error(step.status, step.message, headers)
         elif body.get("stream"):
             options = body.get("stream_options") or {}
             include_usage = bool(options.get("include_usage"))
@@ -244,17 +245,22 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(timeout)
         return gone
 
-    def _send_json(self, status: int, payload: dict[str, Any]) -> None:
+    def _send_json(
+        self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> None:
         data = json.dumps(payload).encode()
         self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
 
-    def _send_error(self, status: int, message: str) -> None:
+    def _send_error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
         kind = "server_error" if status >= 500 else "invalid_request_error"
-        self._send_json(status, {"error": {"message": message, "type": kind, "code": status}})
+        body = {"error": {"message": message, "type": kind, "code": status}}
+        self._send_json(status, body, headers)
 
     def _send_stream(self, chunks: Iterator[dict[str, Any]]) -> None:
         self.send_response(HTTPStatus.OK)

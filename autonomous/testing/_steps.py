@@ -51,10 +51,12 @@ class AnswerStep:
 
 @attrs.frozen
 class ErrorStep:
-    """An HTTP error answer with an OpenAI-style ``{"error": {...}}`` body."""
+    """An HTTP error answer with an OpenAI-style ``{"error": {...}}`` body; ``retry_after``,
+    when set, is sent as the ``Retry-After`` header (seconds or an HTTP-date)."""
 
     status: int = 500
     message: str = "scripted error"
+    retry_after: str | None = None
 
 
 @attrs.frozen
@@ -119,9 +121,12 @@ def calls(
     return AnswerStep(text, tuple(tool_calls), input_tokens, output_tokens, cached_tokens)
 
 
-def error(status: int = 500, message: str = "scripted error") -> ErrorStep:
-    """An HTTP error answer (500 unless told otherwise)."""
-    return ErrorStep(status, message)
+def error(
+    status: int = 500, message: str = "scripted error", *, retry_after: float | str | None = None
+) -> ErrorStep:
+    """An HTTP error answer (500 unless told otherwise), e.g. ``error(429, retry_after=2)``."""
+    after = None if retry_after is None else str(retry_after)
+    return ErrorStep(status, message, after)
 
 
 def hang() -> HangStep:

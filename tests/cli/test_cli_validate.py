@@ -22,7 +22,7 @@ class TestValidate:
         assert "0 error(s), 0 warning(s)" in done.stdout
 
     def test_a_bad_spec_lists_every_error_and_exits_1(self, agent_dir: Path) -> None:
-        """Each broken part is named by key, and the exit status is 1."""
+        """Each broken part is named by line and key, and the exit status is 1."""
         (agent_dir / "skills").mkdir()
         (agent_dir.parent / "elsewhere.md").write_text("not this agent's")
         (agent_dir / "bad.toml").write_text(
@@ -49,21 +49,21 @@ kind = "nap"
         assert 1 == done.returncode
         out = done.stdout
         for expected in (
-            "error: bad.toml: colour: unknown key",
+            "error: bad.toml:3: colour: unknown key",
             "error: bad.toml: model: missing",
-            "error: bad.toml: tools[0]: 'brains:undocumented'",
+            "error: bad.toml:4: tools[0]: 'brains:undocumented'",
             "no description",
-            "error: bad.toml: tools[1]: cannot import module 'nowhere'",
-            "error: bad.toml: tools[2]: 'brains:NOT_CALLABLE' is not callable",
-            "error: bad.toml: outcomes: 'completed' is reserved",
-            "error: bad.toml: outcomes: 'done' is declared twice",
-            "error: bad.toml: outcomes: an outcome must be a non-blank string",
-            "error: bad.toml: steering_files: ../elsewhere.md: outside the agent's directory",
-            "error: bad.toml: skill_files: skills/missing.md: does not exist",
-            "error: bad.toml: budgets.max_turns: must be an integer >= 0, got -1",
-            "error: bad.toml: budgets.max_tokens: unknown key; the known keys are:",
-            "error: bad.toml: permissions.mode: 'sometimes' is not one of ask, allow",
-            "error: bad.toml: scheduler.kind: 'nap' is not one of sleep, exit",
+            "error: bad.toml:4: tools[1]: cannot import module 'nowhere'",
+            "error: bad.toml:4: tools[2]: 'brains:NOT_CALLABLE' is not callable",
+            "error: bad.toml:5: outcomes: 'completed' is reserved",
+            "error: bad.toml:5: outcomes: 'done' is declared twice",
+            "error: bad.toml:5: outcomes: an outcome must be a non-blank string",
+            "error: bad.toml:6: steering_files: ../elsewhere.md: outside the agent's directory",
+            "error: bad.toml:7: skill_files: skills/missing.md: does not exist",
+            "error: bad.toml:10: budgets.max_turns: must be an integer >= 0, got -1",
+            "error: bad.toml:11: budgets.max_tokens: unknown key; did you mean 'max_input_tokens'?",
+            "error: bad.toml:14: permissions.mode: 'sometimes' is not one of ask, allow",
+            "error: bad.toml:17: scheduler.kind: 'nap' is not one of sleep, exit",
         ):
             assert expected in out, f"{expected!r} not in:\n{out}"
         assert "tools[3]" not in out
@@ -76,7 +76,7 @@ kind = "nap"
         assert 1 == done.returncode
         assert report["ok"] is False
         severities = {(p["severity"], p["where"]) for p in report["problems"]}
-        assert ("error", "s.toml: nonsense") in severities
+        assert ("error", "s.toml:2: nonsense") in severities
         assert ("warning", "s.toml: tools") in severities
         assert ("warning", "s.toml: budgets") in severities
 
@@ -89,7 +89,7 @@ kind = "nap"
         assert 0 == done.returncode, done.stdout
         assert "warning: w.toml: tools: no tools declared" in done.stdout
         assert "warning: w.toml: budgets: no budget set" in done.stdout
-        assert "warning: w.toml: permissions.mode: 'ask' needs someone to answer" in done.stdout
+        assert "warning: w.toml:4: permissions.mode: 'ask' needs someone to answer" in done.stdout
 
 
 class TestValidateFunction:
