@@ -195,8 +195,28 @@ def _buried(exc: BaseException) -> str | None:
     return None
 
 
+def _refused_unsent(exc: BaseException) -> BaseException | None:
+    """The error the provider's SDK raised before sending anything (missing credentials, a
+    bad client option), which litellm wraps and labels HTTP 500; None when a server answered.
+
+    Such an error is the ``openai`` SDK's ``OpenAIError`` that is no ``APIError`` (those
+    carry a request or a response); litellm keeps the original as the wrapper's context.
+    """
+    seen = exc.__cause__ or exc.__context__
+    while seen is not None:
+        sdk = {k.__name__ for k in type(seen).__mro__ if k.__module__.partition(".")[0] == "openai"}
+        if sdk:  # the SDK's own error (litellm's classes of the same names live in litellm)
+            return None if "APIError" in sdk else seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def _model_error(model: str, exc: BaseException) -> ModelError:
     """Our ModelError for a failed litellm call: its description, HTTP status, Retry-After."""
+    unsent = _refused_unsent(exc)
+    if unsent is not None:  # no server said 500: a permanent error, said as the SDK said it
+        first = (str(unsent).strip().splitlines() or [""])[0][:_MAX_DESCRIPTION]
+        return ModelError(f"model call to {model} failed: {type(unsent).__name__}: {first}")
     message = f"model call to {model} failed: {_describe(exc)}"
     if _buried(exc) is not None:  # litellm labels these HTTP 500, but no server said so
         return ModelError(message)

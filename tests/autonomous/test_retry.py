@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from autonomous import (
+    Agent,
     ModelCallLimit,
     ModelError,
     RetryDecision,
@@ -263,3 +264,27 @@ class TestModelErrorMapping:
         """litellm labels a too-deep response HTTP 500; no server said so: not transient."""
         made = _model_error("openai/x", ProviderError("RecursionError: deep", 500, {}))
         assert made.status is None and not is_transient(made)
+
+
+class TestNoCredentials:
+    """A provider SDK that refuses the call before sending it (no API key)."""
+
+    async def test_missing_credentials_are_permanent_and_said_in_one_line(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """litellm relabels the SDK's "missing credentials" as HTTP 500; no server answered,
+        so it is not retried and the message says what is missing, without the HTTP 500."""
+        monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+        monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # never the internet
+        result = await run_autonomous(
+            lambda extra: Agent("openai/gpt-4o-mini", tools=[*extra]),
+            "go",
+            retry_policy=transient(),
+            clock=FakeClock(),
+        )
+        error = result.error
+        assert StopReason.RETRY_POLICY_ABORTED == result.reason
+        assert isinstance(error, ModelError) and error.status is None and not is_transient(error)
+        assert "OPENAI_API_KEY" in str(error) and "HTTP 500" not in str(error)
+        assert "\n" not in str(error)
+        assert 1 == result.turns
