@@ -6,7 +6,9 @@ Map:
     _exits.py      the exit statuses
     _durations.py  durations as people write them (30m, 1h)
     _common.py     the log, session names, the spec note, signals
-    _run.py        run and resume, with live progress
+    _run.py        run and resume
+    _status.py     their progress: a live status line on a terminal, plain lines otherwise
+    _times.py      times with their date and zone, spans, wakes relative to now
     _inspect.py    ls, show, inject, pause, unpause, stop
     _daemon.py     daemon
     _validate.py   validate (the static checks of a spec)

@@ -34,6 +34,12 @@ def _common() -> argparse.ArgumentParser:
         "--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output"
     )
     common.add_argument(
+        "--utc",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="show times in UTC (default: this machine's zone)",
+    )
+    common.add_argument(
         "-v",
         "--verbose",
         action="count",
@@ -186,6 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.db = getattr(args, "db", "autonomous.db")
     args.json = getattr(args, "json", False)
     args.verbose = getattr(args, "verbose", 0)
+    args.utc = getattr(args, "utc", False)
     configure_logging(args.verbose, args.json)
     command = COMMANDS[args.command]
     try:

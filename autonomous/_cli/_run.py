@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import secrets
 import sys
-import time
 from collections.abc import Mapping
-from typing import Any, TextIO
+from contextlib import nullcontext
+from typing import Any
 
 import attrs
 
@@ -17,7 +17,6 @@ from permissions import Prompter, TerminalPrompter
 
 from .._driver import resume_autonomous, run_autonomous
 from .._options import make_options
-from .._progress import ModelCalled, Paused, Resumed, TurnFinished, Woke
 from .._result import RunResult, StopReason
 from ._common import (
     CliError,
@@ -33,59 +32,7 @@ from ._common import (
 )
 from ._exits import Exit, for_reason, for_signal
 from ._spec import AgentSpec
-
-
-class ProgressPrinter:
-    """The ``progress`` callback of a CLI run: one line per turn with totals and budgets left."""
-
-    def __init__(
-        self, options: Mapping[str, Any], start: Checkpoint | None, stream: TextIO
-    ) -> None:
-        self._options = options
-        self._stream = stream
-        self._started = time.monotonic()
-        self.input_tokens = start.input_tokens if start else 0
-        self.output_tokens = start.output_tokens if start else 0
-        self.cost_usd = start.cost_usd if start else 0.0
-
-    def __call__(self, turn: int, event: Any) -> None:
-        """Account a model call; print a line for a finished turn, a pause, a resume, a wake."""
-        if isinstance(event, ModelCalled):
-            self.input_tokens += event.input_tokens
-            self.output_tokens += event.output_tokens
-            self.cost_usd += event.cost_usd
-        elif isinstance(event, TurnFinished):
-            failed = f" | failed: {event.error}" if event.error else ""
-            self._print(
-                f"turn {event.turn} | tokens {self.input_tokens} in / {self.output_tokens} out"
-                f" | ${self.cost_usd:.6f} | left: {self._left(event.turn)}{failed}"
-            )
-        elif isinstance(event, Paused):
-            self._print(f"paused before turn {event.turn}")
-        elif isinstance(event, Resumed):
-            self._print(f"resumed before turn {event.turn}")
-        elif isinstance(event, Woke):
-            self._print(f"woke after turn {event.turn}")
-
-    def _left(self, turn: int) -> str:
-        """What is left of each budget that is set."""
-        o = self._options
-        parts = []
-        if o.get("max_turns", 50):
-            parts.append(f"{o.get('max_turns', 50) - turn} turns")
-        if o.get("max_cost_usd"):
-            parts.append(f"${o['max_cost_usd'] - self.cost_usd:.4f}")
-        if o.get("max_wallclock"):
-            parts.append(f"{o['max_wallclock'] - (time.monotonic() - self._started):.0f} s")
-        if o.get("max_input_tokens"):
-            parts.append(f"{o['max_input_tokens'] - self.input_tokens} in-tokens")
-        if o.get("max_output_tokens"):
-            parts.append(f"{o['max_output_tokens'] - self.output_tokens} out-tokens")
-        return ", ".join(parts) or "unbounded"
-
-    def _print(self, line: str) -> None:
-        """One progress line on the stream, flushed."""
-        print(line, file=self._stream, flush=True)
+from ._status import PlainProgress, progress_for
 
 
 def add_budget_overrides(parser: argparse.ArgumentParser) -> None:
@@ -131,8 +78,9 @@ async def cmd_run(args: argparse.Namespace) -> int:
             build = spec.build_function(ref)
         await record_spec(log, ref.key, spec, args.model)
         _announce(args, f"session {ref.key} started from {spec.path}")
-        options["progress"] = _printer(args, options, None)
-        result, signum = await until_signal(lambda: run_autonomous(build, goal, **options))
+        progress = options["progress"] = _printer(args, options, None)
+        with progress or nullcontext():
+            result, signum = await until_signal(lambda: run_autonomous(build, goal, **options))
         return await _finish(args, log, ref.key, result, signum)
 
 
@@ -148,10 +96,13 @@ async def cmd_resume(args: argparse.Namespace) -> int:
             build = spec.build_function(ref)
         latest = await log.latest_checkpoint(key)
         start = latest.payload if latest and isinstance(latest.payload, Checkpoint) else None
-        options["progress"] = _printer(args, options, start)
+        progress = options["progress"] = _printer(args, options, start)
         _announce(args, f"resuming session {key} from {spec.path}")
         try:
-            result, signum = await until_signal(lambda: resume_autonomous(build, ref, **options))
+            with progress or nullcontext():
+                result, signum = await until_signal(
+                    lambda: resume_autonomous(build, ref, **options)
+                )
         except SessionLocked as exc:
             raise CliError(f"session {key} is held by {exc.holder}", Exit.LOCKED) from exc
         return await _finish(args, log, key, result, signum)
@@ -159,9 +110,11 @@ async def cmd_resume(args: argparse.Namespace) -> int:
 
 def _printer(
     args: argparse.Namespace, options: Mapping[str, Any], start: Checkpoint | None
-) -> ProgressPrinter | None:
-    """The progress printer, unless ``--quiet``."""
-    return None if args.quiet else ProgressPrinter(dict(options), start, sys.stderr)
+) -> PlainProgress | None:
+    """The progress display on standard error (live on a terminal), unless ``--quiet``."""
+    if args.quiet:
+        return None
+    return progress_for(dict(options), start, sys.stderr, utc=args.utc)
 
 
 def _announce(args: argparse.Namespace, line: str) -> None:
