@@ -9,7 +9,9 @@ Map:
     _run.py        run and resume
     _status.py     their progress: a live status line on a terminal, plain lines otherwise
     _times.py      times with their date and zone, spans, wakes relative to now
-    _inspect.py    ls, show, inject, pause, unpause, stop
+    _ls.py         ls (with its filters)
+    _show.py       show (the timeline, and --follow)
+    _inspect.py    inject, pause, unpause, stop
     _daemon.py     daemon
     _validate.py   validate (the static checks of a spec)
     _refs.py       module:function references in specs

@@ -41,6 +41,7 @@ from ._common import (
 )
 from ._common import until_signal as _until_signal
 from ._exits import for_signal
+from ._times import show_time
 
 _log = structlog.get_logger("autonomous.daemon")
 _AUTHOR = "autonomous-daemon"
@@ -144,8 +145,9 @@ class Daemon:
         self._report("handed_back", session=str(summary.key), due=wake.isoformat())
 
 
-def reporter(as_json: bool) -> Report:
-    """Report lines on standard output: JSON objects with ``--json``, else readable text."""
+def reporter(as_json: bool, *, utc: bool = False) -> Report:
+    """Report lines on standard output: JSON objects with ``--json``, else readable text
+    (each line starting with its time, local unless ``utc``)."""
 
     def report(event: str, **fields: Any) -> None:
         """Log ``event`` and print it."""
@@ -154,7 +156,7 @@ def reporter(as_json: bool) -> Report:
             emit_json({"event": event, "at": utcnow().isoformat(), **fields})
             return
         shown = " ".join(f"{k}={v}" for k, v in fields.items() if v is not None)
-        print(f"{utcnow():%H:%M:%S} {event} {shown}".rstrip(), flush=True)
+        print(f"{show_time(utcnow(), utc=utc)} {event} {shown}".rstrip(), flush=True)
 
     return report
 
@@ -164,7 +166,7 @@ async def cmd_daemon(args: argparse.Namespace) -> int:
     if not args.poll > 0:
         print("error: --poll must be > 0 seconds", file=sys.stderr)
         return 2
-    report = reporter(args.json)
+    report = reporter(args.json, utc=args.utc)
     async with open_log(args, create=True) as log:
         daemon = Daemon(
             log, poll=args.poll, once=args.once, crashed=not args.deferred_only, report=report

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from importlib import metadata
 
 import anyio
 import structlog
@@ -17,18 +19,28 @@ from .._errors import AutonomousError
 from ._common import CliError, emit_json, single
 from ._daemon import cmd_daemon
 from ._exits import Exit, help_text
-from ._inspect import cmd_control, cmd_inject, cmd_ls, cmd_show
+from ._inspect import cmd_control, cmd_inject
+from ._ls import add_ls_options, cmd_ls
 from ._run import add_budget_overrides, cmd_resume, cmd_run
+from ._show import add_show_options, cmd_show
 from ._validate import validate
 
 Command = Callable[[argparse.Namespace], Awaitable[int]]
+
+#: The environment variable that names the event log when ``--db`` does not.
+DB_ENV = "AUTONOMOUS_DB"
+DEFAULT_DB = "autonomous.db"
+#: The distribution this command comes with (its version is ``--version``'s).
+DISTRIBUTION = "bounded-autonomous"
 
 
 def _common() -> argparse.ArgumentParser:
     """Options every command takes, before or after its name."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
-        "--db", default=argparse.SUPPRESS, help="the SQLite event log (default ./autonomous.db)"
+        "--db",
+        default=argparse.SUPPRESS,
+        help=f"the SQLite event log (default: ${DB_ENV}, else ./{DEFAULT_DB})",
     )
     common.add_argument(
         "--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output"
@@ -49,6 +61,14 @@ def _common() -> argparse.ArgumentParser:
     return common
 
 
+def _version() -> str:
+    """The installed distribution's version ("unknown" when run from a bare source tree)."""
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``autonomous`` command."""
     common = _common()
@@ -58,6 +78,12 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=help_text(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         parents=[common],
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"autonomous {_version()}",
+        help="print the installed version (bounded-autonomous) and exit",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -81,13 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     add_budget_overrides(p)
 
-    add("ls", "list sessions: status, stop reason, turns, cost, next wake, holder")
+    add_ls_options(add("ls", "list sessions: status, stop reason, turns, cost, next wake, holder"))
 
-    p = add("show", "print the timeline of a session's events")
-    p.add_argument("session", help="app/user/session_id, or a session id unique in the log")
-    p.add_argument("--tail", type=int, help="only the last N events")
-    p.add_argument("--width", type=int, default=110, help="cut each line's text (default 110)")
-    p.add_argument("--full", action="store_true", help="do not cut the text")
+    add_show_options(add("show", "print the timeline of a session's events"))
 
     _add_control_commands(add)
 
@@ -189,7 +211,7 @@ COMMANDS: dict[str, Command] = {
 def main(argv: Sequence[str] | None = None) -> int:
     """The console script: parse, set up logging, run the command; returns the exit status."""
     args = build_parser().parse_args(argv)
-    args.db = getattr(args, "db", "autonomous.db")
+    args.db = getattr(args, "db", None) or os.environ.get(DB_ENV) or DEFAULT_DB
     args.json = getattr(args, "json", False)
     args.verbose = getattr(args, "verbose", 0)
     args.utc = getattr(args, "utc", False)

@@ -8,11 +8,12 @@ import secrets
 import sys
 from collections.abc import Mapping
 from contextlib import nullcontext
+from datetime import datetime
 from typing import Any
 
 import attrs
 
-from eventlog import Checkpoint, EventLog, SessionKey, SessionLocked, SessionRef
+from eventlog import Checkpoint, EventLog, SessionKey, SessionLocked, SessionRef, utcnow
 from permissions import Prompter, TerminalPrompter
 
 from .._driver import resume_autonomous, run_autonomous
@@ -33,6 +34,7 @@ from ._common import (
 from ._exits import Exit, for_reason, for_signal
 from ._spec import AgentSpec
 from ._status import PlainProgress, progress_for
+from ._times import show_wake
 
 
 def add_budget_overrides(parser: argparse.ArgumentParser) -> None:
@@ -139,7 +141,7 @@ async def _finish(
     if args.json:
         emit_json(summary)
     else:
-        _print_summary(summary)
+        _print_summary(summary, utc=args.utc)
     if signum is not None:
         return for_signal(signum)
     return for_reason(summary["reason"])
@@ -185,7 +187,7 @@ def checkpoint_summary(key: SessionKey, cp: Any) -> dict[str, Any]:
     }
 
 
-def _print_summary(s: Mapping[str, Any]) -> None:
+def _print_summary(s: Mapping[str, Any], *, utc: bool) -> None:
     """The end of a run, for people."""
     detail = f" ({s['done_detail']})" if s["done_detail"] else ""
     print(f"session   {s['session']}")
@@ -200,7 +202,8 @@ def _print_summary(s: Mapping[str, Any]) -> None:
     if s["error"]:
         print(f"error     {s['error']}")
     if s["next_wake_at"]:
-        print(f"next wake {s['next_wake_at']}")
+        wake = datetime.fromisoformat(s["next_wake_at"])
+        print(f"next wake {show_wake(wake, utcnow(), utc=utc)}")
     if s["reason"] not in (StopReason.COMPLETED.value,):
         print(f"continue  autonomous resume {s['session']}   (or: autonomous daemon)")
     sys.stdout.flush()
