@@ -18,6 +18,7 @@ from rich.live import Live
 from rich.text import Text
 
 from eventlog import Checkpoint
+from permissions import Gate, TerminalPrompter
 from scheduler import Clock, SystemClock
 
 from .._progress import (
@@ -195,13 +196,14 @@ class LiveStatus(PlainProgress):
         return None
 
     def status(self) -> str:
-        """The status line's text."""
+        """The status line's text, the parts that matter most first (a narrow terminal cuts
+        the end)."""
         now = self._clock.monotonic()
         return (
             f"{self._doing} {show_span(now - self._since)} | turn {self.turn}"
-            f" | {show_span(self.elapsed())} elapsed"
-            f" | tokens {self.input_tokens} in / {self.output_tokens} out | ${self.cost_usd:.6f}"
+            f" | {show_span(self.elapsed())} elapsed | ${self.cost_usd:.6f}"
             f" | left: {self.left(self.turn)}"
+            f" | tokens {self.input_tokens} in / {self.output_tokens} out"
         )
 
     def render(self) -> Text:
@@ -213,10 +215,22 @@ class LiveStatus(PlainProgress):
         self._live.console.print(Text(line), highlight=False)
 
 
+def may_prompt(options: Mapping[str, Any]) -> bool:
+    """Whether the run's permission gate may ask on this terminal (a redrawn status line would
+    hide its question, so such a run gets plain lines)."""
+    gate = options.get("permissions_gate")
+    return (
+        isinstance(gate, Gate)
+        and gate.mode.can_prompt
+        and isinstance(gate.prompter, TerminalPrompter)
+    )
+
+
 def progress_for(
     options: Mapping[str, Any], start: Checkpoint | None, stream: IO[str], *, utc: bool = False
 ) -> PlainProgress:
-    """A live status line when ``stream`` is a terminal, else plain lines."""
-    if stream.isatty():
+    """A live status line when ``stream`` is a terminal (and no permission prompt may need it),
+    else plain lines."""
+    if stream.isatty() and not may_prompt(options):
         return LiveStatus(options, start, Console(file=stream), utc=utc)
     return PlainProgress(options, start, stream, utc=utc)

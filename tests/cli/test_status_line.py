@@ -19,6 +19,7 @@ from autonomous import (
 from autonomous._cli._status import LiveStatus, PlainProgress, progress_for
 from autonomous.testing import FakeClock
 from eventlog import Checkpoint
+from permissions import Gate, Mode, TerminalPrompter
 
 START = datetime(2026, 12, 1, 16, 0, tzinfo=UTC)
 BUDGETS = {"max_turns": 10, "max_cost_usd": 1.0, "max_wallclock": 3600}
@@ -48,8 +49,8 @@ class TestLiveStatus:
         live(1, ModelCalling(1, "openai/gpt-4o-mini"))
         clock.advance(3)
         assert (
-            "calling openai/gpt-4o-mini 3s | turn 1 | 8s elapsed | tokens 0 in / 0 out"
-            " | $0.000000 | left: 9 turns, $1.0000, 59m 52s"
+            "calling openai/gpt-4o-mini 3s | turn 1 | 8s elapsed | $0.000000"
+            " | left: 9 turns, $1.0000, 59m 52s | tokens 0 in / 0 out"
         ) == live.status()
 
     def test_a_tool_call_shows_its_tool_and_what_was_spent(self) -> None:
@@ -60,10 +61,10 @@ class TestLiveStatus:
         live(2, ModelCalled(2, "m", 120, 30, 0.25, 1))
         live(2, ToolCalling(2, "check_disk"))
         clock.advance(65)
-        assert live.status().startswith(
-            "running check_disk 1m 05s | turn 2 | 1m 05s elapsed | tokens 120 in / 30 out"
-            " | $0.250000 | left: 8 turns, $0.7500"
-        )
+        assert (
+            "running check_disk 1m 05s | turn 2 | 1m 05s elapsed | $0.250000"
+            " | left: 8 turns, $0.7500, 58m 55s | tokens 120 in / 30 out"
+        ) == live.status()
         live(2, ToolCalled(2, "check_disk", "ok"))
         assert live.status().startswith("working 0s | turn 2")
 
@@ -79,10 +80,10 @@ class TestLiveStatus:
         """A resumed run's line starts from the checkpoint's turns and spending."""
         start = Checkpoint(4, 400, 40, 0.5, next_prompt="go on")
         live, _ = status(FakeClock(START), start)
-        assert live.status().startswith(
-            "starting 0s | turn 4 | 0s elapsed | tokens 400 in / 40 out | $0.500000"
-            " | left: 6 turns, $0.5000"
-        )
+        assert (
+            "starting 0s | turn 4 | 0s elapsed | $0.500000 | left: 6 turns, $0.5000, 1h 00m"
+            " | tokens 400 in / 40 out"
+        ) == live.status()
 
     def test_the_line_is_drawn_on_the_terminal_and_a_turn_leaves_a_line_above_it(self) -> None:
         """On the terminal: the status line drawn in place, a finished turn's line kept above
@@ -108,9 +109,19 @@ class TestProgressFor:
 
     def test_a_terminal_gets_the_live_line(self) -> None:
         """A terminal stream gets the live status line."""
-
-        class Terminal(StringIO):
-            def isatty(self) -> bool:
-                return True
-
         assert type(progress_for(BUDGETS, None, Terminal())) is LiveStatus
+
+    def test_a_run_that_may_prompt_on_the_terminal_gets_plain_lines(self) -> None:
+        """A gate that may ask on the terminal keeps it free of a redrawn line; one that
+        never asks does not."""
+        asking = {**BUDGETS, "permissions_gate": Gate(Mode.ASK, TerminalPrompter())}
+        never = {**BUDGETS, "permissions_gate": Gate(Mode.ALLOW)}
+        assert type(progress_for(asking, None, Terminal())) is PlainProgress
+        assert type(progress_for(never, None, Terminal())) is LiveStatus
+
+
+class Terminal(StringIO):
+    """A stream that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
