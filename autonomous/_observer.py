@@ -210,9 +210,13 @@ class Observer:
     # ---- model and tool calls ----------------------------------------------------------
 
     async def model_calling(self, turn: int, model: str) -> None:
-        """A model call of ``turn`` begins (not logged: its answer is)."""
-        if self.listening:
-            await self._emit(turn, ModelCalling(turn, model))
+        """A model call of ``turn`` begins (not logged: its answer is).
+
+        Only for the progress consumers: the supervisor looks at its window at turn
+        boundaries, where every call that began has ended, and the start would only crowd out
+        older events."""
+        if self.hub.active:
+            await self.hub.emit(turn, ModelCalling(turn, model))
 
     def model_span(self, turn: int, model: str) -> AbstractContextManager[Span | None]:
         """The span of one model call; put its usage on it with :meth:`model_usage`."""
@@ -247,9 +251,10 @@ class Observer:
             await self._emit(turn, event)
 
     async def tool_calling(self, turn: int, tool: str) -> None:
-        """A call of ``tool`` in ``turn`` begins (not logged: its outcome is)."""
-        if self.listening:
-            await self._emit(turn, ToolCalling(turn, tool))
+        """A call of ``tool`` in ``turn`` begins (not logged: its outcome is); only for the
+        progress consumers, as :meth:`model_calling`."""
+        if self.hub.active:
+            await self.hub.emit(turn, ToolCalling(turn, tool))
 
     def tool_span(self, turn: int, tool: str) -> AbstractContextManager[Span | None]:
         """The span of one tool call; put its outcome on it with :meth:`tool_outcome`."""

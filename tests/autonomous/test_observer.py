@@ -80,6 +80,17 @@ class TestFanOut:
         assert [ModelCalling(2, "m"), ToolCalling(2, "t"), Sleeping(2, until)] == seen
         assert [("sleeping", until.isoformat())] == [(e["event"], e["until"]) for e in logs]
 
+    async def test_the_start_of_a_call_stays_out_of_the_supervisor_s_window(self) -> None:
+        """The supervisor's window gets a call's end, not its start (at a turn boundary every
+        call has ended); a sleep's start it does get."""
+        recent = RecentEvents()
+        observer = Observer(recent=recent)
+        until = datetime(2030, 1, 1, 12, tzinfo=UTC)
+        await observer.model_calling(1, "m")
+        await observer.tool_calling(1, "t")
+        await observer.sleeping(1, until)
+        assert (Sleeping(1, until),) == recent.events
+
     def test_for_run_gives_a_window_only_to_a_supervised_run(self) -> None:
         """A run with a supervisor gets a window; one without none."""
         telemetry = Telemetry.disabled()
