@@ -116,7 +116,8 @@ def _printer(
     """The progress display on standard error (live on a terminal), unless ``--quiet``."""
     if args.quiet:
         return None
-    return progress_for(dict(options), start, sys.stderr, utc=args.utc)
+    # With -v the structured logs go to standard error too: plain lines mix with them.
+    return progress_for(dict(options), start, sys.stderr, utc=args.utc, plain=args.verbose > 0)
 
 
 def _announce(args: argparse.Namespace, line: str) -> None:

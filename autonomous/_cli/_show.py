@@ -123,8 +123,11 @@ async def _exited(log: EventLog, key: SessionKey) -> bool:
 
 
 class Timeline:
-    """Prints events as timeline lines (JSON lines with ``--json``). An exit writes its turn's
-    checkpoint and then the final one: they are shown as one line, the final one."""
+    """Prints events as timeline lines (JSON lines with ``--json``, every event as stored).
+
+    An exit writes its turn's checkpoint and then the final one (a pause, a stop or a daemon's
+    hand-back may add one too): checkpoints of the same turn one after another are shown as
+    one line, the newest, which is what the session's state became."""
 
     def __init__(self, args: argparse.Namespace) -> None:
         self._json = bool(args.json)

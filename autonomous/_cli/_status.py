@@ -227,10 +227,15 @@ def may_prompt(options: Mapping[str, Any]) -> bool:
 
 
 def progress_for(
-    options: Mapping[str, Any], start: Checkpoint | None, stream: IO[str], *, utc: bool = False
+    options: Mapping[str, Any],
+    start: Checkpoint | None,
+    stream: IO[str],
+    *,
+    utc: bool = False,
+    plain: bool = False,
 ) -> PlainProgress:
-    """A live status line when ``stream`` is a terminal (and no permission prompt may need it),
-    else plain lines."""
-    if stream.isatty() and not may_prompt(options):
+    """A live status line when ``stream`` is a terminal, else plain lines; plain lines too when
+    asked (``-v``: log lines share the stream) or when a permission prompt may need it."""
+    if stream.isatty() and not plain and not may_prompt(options):
         return LiveStatus(options, start, Console(file=stream), utc=utc)
     return PlainProgress(options, start, stream, utc=utc)

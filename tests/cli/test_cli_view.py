@@ -204,6 +204,13 @@ class TestFollow:
         assert 0 == done.returncode, done.stderr
         assert "stop=completed" in done.stdout.splitlines()[-1]
 
+    def test_json_follow_prints_one_event_a_line(self, sessions: Path) -> None:
+        """With --json, --follow prints each event as one JSON document on its own line."""
+        done = cli(sessions, "show", "q1", "--follow", "--json")
+        assert 0 == done.returncode, done.stderr
+        events = [json.loads(line) for line in done.stdout.splitlines()]
+        assert session_events(sessions, "q1") == events
+
 
 class TestDaemonLines:
     def test_each_line_starts_with_its_date_and_zone(self, agent_dir: Path) -> None:

@@ -119,6 +119,11 @@ class TestProgressFor:
         assert type(progress_for(asking, None, Terminal())) is PlainProgress
         assert type(progress_for(never, None, Terminal())) is LiveStatus
 
+    def test_plain_on_request(self) -> None:
+        """Asked for plain lines (as -v does, whose logs share the stream), a terminal gets
+        them."""
+        assert type(progress_for(BUDGETS, None, Terminal(), plain=True)) is PlainProgress
+
 
 class Terminal(StringIO):
     """A stream that says it is a terminal."""
