@@ -139,6 +139,7 @@ async def _wait_resumed(deps: LoopDeps, state: RunState, wake_at: datetime) -> N
     sleeping one wake by the same rules.
     """
     assert deps.controls.wake is not None
+    await deps.observer.sleeping(state.tally.totals.turns, wake_at)
     deps.controls.set_idle(True)
     try:
         await SleepScheduler(clock=deps.opts.clock).wait(ScheduleEvent(wake_at), deps.controls.wake)
@@ -408,6 +409,7 @@ async def _wait(deps: LoopDeps, state: RunState, step: Wait) -> RunResult | None
     assert deps.opts.scheduler is not None and deps.controls.wake is not None
     event = step.schedule  # clamped to max_defer already, before its checkpoint
     state.next_wake_at = event.wake_at
+    await deps.observer.sleeping(event.turn, event.wake_at)
     deps.controls.set_idle(True)
     try:
         outcome = await deps.opts.scheduler.wait(event, deps.controls.wake)

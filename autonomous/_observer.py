@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from contextlib import AbstractContextManager, contextmanager
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -28,13 +29,16 @@ from ._logging import get_logger
 from ._progress import (
     CheckpointWritten,
     ModelCalled,
+    ModelCalling,
     Paused,
     ProgressCallback,
     ProgressEvent,
     ProgressHub,
     Resumed,
     RunExited,
+    Sleeping,
     ToolCalled,
+    ToolCalling,
     TurnFinished,
     TurnStarted,
     Woke,
@@ -167,6 +171,13 @@ class Observer:
         if self.listening:
             await self._emit(turn, Resumed(turn))
 
+    async def sleeping(self, turn: int, until: datetime) -> None:
+        """A scheduled wait after ``turn`` begins, until ``until`` at the latest."""
+        if self._info:
+            self.log.info("sleeping", turn=turn, until=until.isoformat())
+        if self.listening:
+            await self._emit(turn, Sleeping(turn, until))
+
     async def woke(self, turn: int) -> None:
         """A scheduled wait after ``turn`` ended (not logged)."""
         if self.listening:
@@ -197,6 +208,15 @@ class Observer:
             await self._emit(turn, TurnFinished(turn, model_calls, error))
 
     # ---- model and tool calls ----------------------------------------------------------
+
+    async def model_calling(self, turn: int, model: str) -> None:
+        """A model call of ``turn`` begins (not logged: its answer is).
+
+        Only for the progress consumers: the supervisor looks at its window at turn
+        boundaries, where every call that began has ended, and the start would only crowd out
+        older events."""
+        if self.hub.active:
+            await self.hub.emit(turn, ModelCalling(turn, model))
 
     def model_span(self, turn: int, model: str) -> AbstractContextManager[Span | None]:
         """The span of one model call; put its usage on it with :meth:`model_usage`."""
@@ -229,6 +249,12 @@ class Observer:
                 turn, model, usage.input_tokens, usage.output_tokens, cost_usd, tool_calls
             )
             await self._emit(turn, event)
+
+    async def tool_calling(self, turn: int, tool: str) -> None:
+        """A call of ``tool`` in ``turn`` begins (not logged: its outcome is); only for the
+        progress consumers, as :meth:`model_calling`."""
+        if self.hub.active:
+            await self.hub.emit(turn, ToolCalling(turn, tool))
 
     def tool_span(self, turn: int, tool: str) -> AbstractContextManager[Span | None]:
         """The span of one tool call; put its outcome on it with :meth:`tool_outcome`."""

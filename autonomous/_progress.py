@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import datetime
 
 import anyio
 import attrs
@@ -33,6 +34,14 @@ class TurnFinished:
 
 
 @attrs.frozen
+class ModelCalling:
+    """A model call begins (its answer comes as :class:`ModelCalled`)."""
+
+    turn: int
+    model: str
+
+
+@attrs.frozen
 class ModelCalled:
     """One model call finished, with its usage and cost."""
 
@@ -42,6 +51,14 @@ class ModelCalled:
     output_tokens: int
     cost_usd: float
     tool_calls: int
+
+
+@attrs.frozen
+class ToolCalling:
+    """A tool call begins (its outcome comes as :class:`ToolCalled`)."""
+
+    turn: int
+    tool: str
 
 
 @attrs.frozen
@@ -76,6 +93,16 @@ class Resumed:
 
 
 @attrs.frozen
+class Sleeping:
+    """A scheduled wait begins, until ``until`` (UTC) at the latest: an inject or a wake
+    request ends it sooner, and a scheduler that exits on a schedule ends the run deferred
+    instead (then :class:`RunExited` follows)."""
+
+    turn: int
+    until: datetime
+
+
+@attrs.frozen
 class Woke:
     """A scheduled wait ended (time reached, an inject, or a wake request)."""
 
@@ -93,11 +120,14 @@ class RunExited:
 ProgressEvent = (
     TurnStarted
     | TurnFinished
+    | ModelCalling
     | ModelCalled
+    | ToolCalling
     | ToolCalled
     | CheckpointWritten
     | Paused
     | Resumed
+    | Sleeping
     | Woke
     | RunExited
 )

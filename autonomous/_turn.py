@@ -113,6 +113,7 @@ class TurnRunner:
 
     async def _call_model(self, turn: int) -> ModelResponse:
         """One model call on the conversation so far: counted, recorded and reported."""
+        await self.observer.model_calling(turn, self.model.name)
         with self.observer.model_span(turn, self.model.name) as span:
             try:
                 response = await self.model.complete(self.conv.messages, self.specs)
@@ -207,6 +208,7 @@ class TurnRunner:
         context = self._call_context(call, turn)
         if call.id in self._interrupted and await self._answer_interrupted(call, turn):
             return
+        await self.observer.tool_calling(turn, call.name)
         with self.observer.tool_span(turn, call.name) as span:
             answer = await self._answer(call, context, turn, caller)
             self.observer.tool_outcome(span, call.name, answer.outcome)

@@ -179,6 +179,11 @@ class MemoryEventLog:
         found.reverse()
         return found
 
+    async def count(self, key: SessionKey) -> int:
+        """How many events the session has (0 for an unknown one)."""
+        self._check_open()
+        return len(self._events.get(key, []))
+
     async def latest_checkpoint(self, key: SessionKey) -> Event | None:
         """The session's newest checkpoint event, or ``None``."""
         self._check_open()

@@ -131,6 +131,7 @@ KIND_FILTER = f" AND (kind IN ({{}}) OR kind NOT IN ({KNOWN_KINDS}))"
 
 SELECT_EVENTS = f"SELECT {_EVENT_COLUMNS} FROM events WHERE sid = {_SID} AND seq > ?"
 SELECT_LAST = f"SELECT {_EVENT_COLUMNS} FROM events WHERE sid = {_SID}" + KIND_FILTER
+COUNT_EVENTS = f"SELECT COUNT(*) FROM events WHERE sid = {_SID}"
 SELECT_CHECKPOINT = """
 SELECT e.seq, e.id, e.kind, e.author, e.at, e.v, e.payload
 FROM sessions AS s JOIN events AS e ON e.seq = s.checkpoint_seq

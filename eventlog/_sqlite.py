@@ -317,6 +317,12 @@ class SqliteEventLog:
         rows = await self._fetch(lambda: f"read session {key}", query, params)
         return [sql.event_from_row(row, key) for row in reversed(rows)]
 
+    async def count(self, key: SessionKey) -> int:
+        """How many events the session has (0 for an unknown one)."""
+        query, params = sql.COUNT_EVENTS, sql.session_params(key)
+        rows = await self._fetch(lambda: f"count session {key}", query, params)
+        return int(rows[0][0])
+
     async def latest_checkpoint(self, key: SessionKey) -> Event | None:
         """The session's newest checkpoint event (found through its summary row), or ``None``."""
         query, params = sql.SELECT_CHECKPOINT, sql.session_params(key)

@@ -6,8 +6,12 @@ Map:
     _exits.py      the exit statuses
     _durations.py  durations as people write them (30m, 1h)
     _common.py     the log, session names, the spec note, signals
-    _run.py        run and resume (--spec adopts a spec), with live progress
-    _inspect.py    ls, show, inject, pause, unpause, stop
+    _run.py        run and resume (--spec adopts a spec)
+    _status.py     their progress: a live status line on a terminal, plain lines otherwise
+    _times.py      times with their date and zone, spans, wakes relative to now
+    _ls.py         ls (with its filters)
+    _show.py       show (the timeline, and --follow)
+    _inspect.py    inject, pause, unpause, stop
     _daemon.py     daemon (--max-concurrent, its polls on a Clock)
     _jsonlines.py  the daemon's report lines; --json: one JSON-lines stream for log shippers
     _hooks.py      the spec's on_exit completion hook

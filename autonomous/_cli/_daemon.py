@@ -245,7 +245,7 @@ async def cmd_daemon(args: argparse.Namespace) -> int:
         return 2
     if args.json:  # one stream of JSON lines on stdout: the reports and every log
         json_lines_logging(args.verbose)
-    report = reporter(args.json)
+    report = reporter(args.json, utc=args.utc)
     async with open_log(args, create=True) as log:
         daemon = Daemon(
             log,

@@ -19,6 +19,7 @@ import structlog
 
 from .._logging import get_logger
 from ._common import emit_json
+from ._times import show_time
 
 _log = get_logger("autonomous.daemon")
 
@@ -34,8 +35,9 @@ def timestamp() -> str:
     return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
 
-def reporter(as_json: bool) -> Report:
-    """Report lines on standard output: JSON lines with ``--json``, else readable text.
+def reporter(as_json: bool, *, utc: bool = False) -> Report:
+    """Report lines on standard output: JSON lines with ``--json``, else readable text (each
+    line starting with its date, time and zone, local unless ``utc``).
 
     A JSON report line is not logged as well (it would be on the same stream twice); a text one
     is, for ``-v`` on standard error.
@@ -49,7 +51,7 @@ def reporter(as_json: bool) -> Report:
             return
         getattr(_log, level)(event, **fields)
         shown = " ".join(f"{k}={v}" for k, v in fields.items() if v is not None)
-        print(f"{datetime.now(UTC):%H:%M:%S} {event} {shown}".rstrip(), flush=True)
+        print(f"{show_time(datetime.now(UTC), utc=utc)} {event} {shown}".rstrip(), flush=True)
 
     return report
 

@@ -6,9 +6,11 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
+import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from importlib import metadata
 
 import anyio
 import structlog
@@ -19,24 +21,40 @@ from .._errors import AutonomousError
 from ._common import CliError, emit_json, single
 from ._daemon import add_daemon_options, cmd_daemon
 from ._exits import Exit, for_signal, help_text
-from ._inspect import cmd_control, cmd_inject, cmd_ls, cmd_show
+from ._inspect import cmd_control, cmd_inject
+from ._ls import add_ls_options, cmd_ls
 from ._output import pipe_safe_output
 from ._prune import add_prune, cmd_prune
 from ._run import add_budget_overrides, cmd_resume, cmd_run
+from ._show import add_show_options, cmd_show
 from ._signals import Shutdown, handling_signals
 from ._validate import validate
 
 Command = Callable[[argparse.Namespace], Awaitable[int]]
+
+#: The environment variable that names the event log when ``--db`` does not.
+DB_ENV = "AUTONOMOUS_DB"
+DEFAULT_DB = "autonomous.db"
+#: The distribution this command comes with (its version is ``--version``'s).
+DISTRIBUTION = "bounded-autonomous"
 
 
 def _common() -> argparse.ArgumentParser:
     """Options every command takes, before or after its name."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
-        "--db", default=argparse.SUPPRESS, help="the SQLite event log (default ./autonomous.db)"
+        "--db",
+        default=argparse.SUPPRESS,
+        help=f"the SQLite event log (default: ${DB_ENV}, else ./{DEFAULT_DB})",
     )
     common.add_argument(
         "--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output"
+    )
+    common.add_argument(
+        "--utc",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="show times in UTC (default: this machine's zone)",
     )
     common.add_argument(
         "-v",
@@ -48,6 +66,14 @@ def _common() -> argparse.ArgumentParser:
     return common
 
 
+def _version() -> str:
+    """The installed distribution's version ("unknown" when run from a bare source tree)."""
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``autonomous`` command."""
     common = _common()
@@ -57,6 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=help_text(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         parents=[common],
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"autonomous {_version()}",
+        help="print the installed version (bounded-autonomous) and exit",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -89,13 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     add_budget_overrides(p)
 
-    add("ls", "list sessions: status, stop reason, turns, cost, next wake, holder")
+    add_ls_options(add("ls", "list sessions: status, stop reason, turns, cost, next wake, holder"))
 
-    p = add("show", "print the timeline of a session's events")
-    p.add_argument("session", help="app/user/session_id, or a session id unique in the log")
-    p.add_argument("--tail", type=int, help="only the last N events")
-    p.add_argument("--width", type=int, default=110, help="cut each line's text (default 110)")
-    p.add_argument("--full", action="store_true", help="do not cut the text")
+    add_show_options(add("show", "print the timeline of a session's events"))
 
     _add_control_commands(add)
 
@@ -200,9 +228,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     with pipe_safe_output(), handling_signals(restore=argv is not None) as shutdown:
         args = build_parser().parse_args(argv)
-        args.db = getattr(args, "db", "autonomous.db")
+        args.db = getattr(args, "db", None) or os.environ.get(DB_ENV) or DEFAULT_DB
         args.json = getattr(args, "json", False)
         args.verbose = getattr(args, "verbose", 0)
+        args.utc = getattr(args, "utc", False)
         configure_logging(args.verbose, args.json)
         command = COMMANDS[args.command]
         code = _run_command(shutdown, functools.partial(command, args))

@@ -7,18 +7,18 @@ import argparse
 import os
 import secrets
 import sys
-import time
 from collections.abc import Mapping
-from typing import Any, TextIO
+from contextlib import nullcontext
+from datetime import datetime
+from typing import Any
 
 import attrs
 
-from eventlog import Checkpoint, EventLog, SessionKey, SessionLocked, SessionRef
+from eventlog import Checkpoint, EventLog, SessionKey, SessionLocked, SessionRef, utcnow
 from permissions import Prompter, TerminalPrompter
 
 from .._driver import resume_autonomous, run_autonomous
 from .._options import make_options
-from .._progress import ModelCalled, Paused, Resumed, TurnFinished, Woke
 from .._result import RunResult, StopReason
 from .._session_state import session_state
 from ._common import (
@@ -37,60 +37,9 @@ from ._exits import Exit, for_reason, for_signal
 from ._hooks import spec_hook
 from ._signals import until_signal
 from ._spec import AgentSpec, line_of
+from ._status import PlainProgress, progress_for
+from ._times import show_wake
 from ._validate import unpriced_cap, validated_spec
-
-
-class ProgressPrinter:
-    """The ``progress`` callback of a CLI run: one line per turn with totals and budgets left."""
-
-    def __init__(
-        self, options: Mapping[str, Any], start: Checkpoint | None, stream: TextIO
-    ) -> None:
-        self._options = options
-        self._stream = stream
-        self._started = time.monotonic()
-        self.input_tokens = start.input_tokens if start else 0
-        self.output_tokens = start.output_tokens if start else 0
-        self.cost_usd = start.cost_usd if start else 0.0
-
-    def __call__(self, turn: int, event: Any) -> None:
-        """Account a model call; print a line for a finished turn, a pause, a resume, a wake."""
-        if isinstance(event, ModelCalled):
-            self.input_tokens += event.input_tokens
-            self.output_tokens += event.output_tokens
-            self.cost_usd += event.cost_usd
-        elif isinstance(event, TurnFinished):
-            failed = f" | failed: {event.error}" if event.error else ""
-            self._print(
-                f"turn {event.turn} | tokens {self.input_tokens} in / {self.output_tokens} out"
-                f" | ${self.cost_usd:.6f} | left: {self._left(event.turn)}{failed}"
-            )
-        elif isinstance(event, Paused):
-            self._print(f"paused before turn {event.turn}")
-        elif isinstance(event, Resumed):
-            self._print(f"resumed before turn {event.turn}")
-        elif isinstance(event, Woke):
-            self._print(f"woke after turn {event.turn}")
-
-    def _left(self, turn: int) -> str:
-        """What is left of each budget that is set."""
-        o = self._options
-        parts = []
-        if o.get("max_turns", 50):
-            parts.append(f"{o.get('max_turns', 50) - turn} turns")
-        if o.get("max_cost_usd"):
-            parts.append(f"${o['max_cost_usd'] - self.cost_usd:.4f}")
-        if o.get("max_wallclock"):
-            parts.append(f"{o['max_wallclock'] - (time.monotonic() - self._started):.0f} s")
-        if o.get("max_input_tokens"):
-            parts.append(f"{o['max_input_tokens'] - self.input_tokens} in-tokens")
-        if o.get("max_output_tokens"):
-            parts.append(f"{o['max_output_tokens'] - self.output_tokens} out-tokens")
-        return ", ".join(parts) or "unbounded"
-
-    def _print(self, line: str) -> None:
-        """One progress line on the stream, flushed."""
-        print(line, file=self._stream, flush=True)
 
 
 def add_budget_overrides(parser: argparse.ArgumentParser) -> None:
@@ -166,8 +115,9 @@ async def cmd_run(args: argparse.Namespace) -> int:
             build = spec.build_function(ref)
         await record_spec(log, ref.key, spec, args.model)
         _announce(args, f"session {ref.key} started from {spec.path}")
-        options["progress"] = _printer(args, options, None)
-        result, signum = await until_signal(lambda: run_autonomous(build, goal, **options))
+        progress = options["progress"] = _printer(args, options, None)
+        with progress or nullcontext():
+            result, signum = await until_signal(lambda: run_autonomous(build, goal, **options))
         return await _finish(args, log, ref.key, result, signum, spec=spec)
 
 
@@ -189,12 +139,13 @@ async def cmd_resume(args: argparse.Namespace) -> int:
             build = spec.build_function(ref)
         latest = await log.latest_checkpoint(key)
         start = latest.payload if latest and isinstance(latest.payload, Checkpoint) else None
-        options["progress"] = _printer(args, options, start)
+        progress = options["progress"] = _printer(args, options, start)
         _announce(args, f"resuming session {key} from {spec.path}")
         try:
-            result, signum = await until_signal(
-                lambda: resume_autonomous(build, ref, force=args.force, **options)
-            )
+            with progress or nullcontext():
+                result, signum = await until_signal(
+                    lambda: resume_autonomous(build, ref, force=args.force, **options)
+                )
         except SessionLocked as exc:
             raise CliError(f"session {key} is held by {exc.holder}", Exit.LOCKED) from exc
         return await _finish(args, log, key, result, signum, spec=spec)
@@ -211,9 +162,12 @@ async def _refuse_stopped(log: EventLog, key: SessionKey, *, force: bool) -> Non
 
 def _printer(
     args: argparse.Namespace, options: Mapping[str, Any], start: Checkpoint | None
-) -> ProgressPrinter | None:
-    """The progress printer, unless ``--quiet``."""
-    return None if args.quiet else ProgressPrinter(dict(options), start, sys.stderr)
+) -> PlainProgress | None:
+    """The progress display on standard error (live on a terminal), unless ``--quiet``."""
+    if args.quiet:
+        return None
+    # With -v the structured logs go to standard error too: plain lines mix with them.
+    return progress_for(dict(options), start, sys.stderr, utc=args.utc, plain=args.verbose > 0)
 
 
 def _announce(args: argparse.Namespace, line: str) -> None:
@@ -241,7 +195,7 @@ async def _finish(
     if args.json:
         emit_json(summary)
     else:
-        _print_summary(summary)
+        _print_summary(summary, utc=args.utc)
     if result is not None and (failure := await spec_hook(spec, summary)):
         print(f"warning: {failure}", file=sys.stderr, flush=True)
     if signum is not None:
@@ -289,7 +243,7 @@ def checkpoint_summary(key: SessionKey, cp: Any) -> dict[str, Any]:
     }
 
 
-def _print_summary(s: Mapping[str, Any]) -> None:
+def _print_summary(s: Mapping[str, Any], *, utc: bool) -> None:
     """The end of a run, for people."""
     detail = f" ({s['done_detail']})" if s["done_detail"] else ""
     print(f"session   {s['session']}")
@@ -304,7 +258,8 @@ def _print_summary(s: Mapping[str, Any]) -> None:
     if s["error"]:
         print(f"error     {s['error']}")
     if s["next_wake_at"]:
-        print(f"next wake {s['next_wake_at']}")
+        wake = datetime.fromisoformat(s["next_wake_at"])
+        print(f"next wake {show_wake(wake, utcnow(), utc=utc)}")
     if s["reason"] not in (StopReason.COMPLETED.value,):
         print(f"continue  autonomous resume {s['session']}   (or: autonomous daemon)")
     sys.stdout.flush()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any, Protocol, runtime_checkable
 
 import anyio
@@ -22,14 +23,17 @@ from autonomous import (
     AutonomousStatus,
     CheckpointWritten,
     ModelCalled,
+    ModelCalling,
     ModelResponse,
     Paused,
     ProgressEvent,
     Resumed,
     RunExited,
+    Sleeping,
     StopReason,
     Tool,
     ToolCalled,
+    ToolCalling,
     TurnFinished,
     TurnStarted,
     Woke,
@@ -91,10 +95,15 @@ def one_turn_with_a_tool() -> list[ModelResponse]:
 
 ONE_TURN_EVENTS: list[ProgressEvent] = [
     TurnStarted(1, 1),
+    ModelCalling(1, "scripted"),
     ModelCalled(1, "scripted", 10, 5, 0.0, 1),
+    ToolCalling(1, "tick"),
     ToolCalled(1, "tick", "ok"),
+    ModelCalling(1, "scripted"),
     ModelCalled(1, "scripted", 10, 5, 0.0, 1),
+    ToolCalling(1, "report_done"),
     ToolCalled(1, "report_done", "ok"),
+    ModelCalling(1, "scripted"),
     ModelCalled(1, "scripted", 10, 5, 0.0, 0),
     TurnFinished(1, 3, None),
     CheckpointWritten(1, "completed"),
@@ -203,7 +212,8 @@ class TestPauseResumeWakeEvents:
         )
 
     async def test_a_scheduled_sleep_reports_woke(self) -> None:
-        """A turn that schedules the next one sleeps on the clock and reports Woke."""
+        """A turn that schedules the next one reports Sleeping with its wake time, sleeps on
+        the clock, and reports Woke."""
         clock = FakeClock(autojump=True)
         seen = Collector()
         model = ScriptedModel(
@@ -225,8 +235,9 @@ class TestPauseResumeWakeEvents:
         assert StopReason.COMPLETED == result.reason
         assert 600 == (clock.now() - start).total_seconds()
         woke = seen.events.index(Woke(1))
-        assert [CheckpointWritten(1, None), Woke(1), TurnStarted(2, 1)] == (
-            seen.events[woke - 1 : woke + 2]
+        slept = Sleeping(1, start + timedelta(seconds=600))
+        assert [CheckpointWritten(1, None), slept, Woke(1), TurnStarted(2, 1)] == (
+            seen.events[woke - 2 : woke + 2]
         )
         assert "re-check" == [m for m in model.last_messages if m["role"] == "user"][-1]["content"]
 
@@ -260,11 +271,11 @@ class TestProgressStream:
                 assert [] == await drain(h.events())
 
     async def test_a_reader_that_never_reads_does_not_block_the_run(self) -> None:
-        """With an idle reader, a run of 401 events still finishes; the callback gets them all
+        """With an idle reader, a run of 501 events still finishes; the callback gets them all
         and the idle reader, once it reads, the first 256 (its buffer), then the end.
 
-        401: four per turn (started, model called, finished, checkpoint) but for the last
-        turn, whose checkpoint is the exit's, then the exit."""
+        501: five per turn (started, model calling, model called, finished, checkpoint) but
+        for the last turn, whose checkpoint is the exit's, then the exit."""
         seen = Collector()
         model = ScriptedModel(default=reply("tick"), record=False)
         with anyio.fail_after(10):
@@ -272,7 +283,7 @@ class TestProgressStream:
                 idle = h.events()
                 result = await h.wait()
         assert (StopReason.MAX_TURNS_EXCEEDED, 100) == (result.reason, result.turns)
-        assert 401 == len(seen.events)
+        assert 501 == len(seen.events)
         assert seen.events[:256] == await drain(idle)
 
     async def test_a_reader_that_leaves_is_dropped(self) -> None:

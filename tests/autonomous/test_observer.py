@@ -3,6 +3,8 @@ progress consumers and telemetry, and only the log when nobody else listens."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 import structlog
 from opentelemetry.sdk.metrics import MeterProvider
@@ -13,7 +15,15 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from autonomous import ToolOutcome
 from autonomous._observer import Observer
-from autonomous._progress import ProgressEvent, ProgressHub, ToolCalled, TurnFinished
+from autonomous._progress import (
+    ModelCalling,
+    ProgressEvent,
+    ProgressHub,
+    Sleeping,
+    ToolCalled,
+    ToolCalling,
+    TurnFinished,
+)
 from autonomous._supervisor import RecentEvents
 from autonomous._telemetry import Telemetry
 
@@ -23,8 +33,8 @@ pytestmark = pytest.mark.anyio
 class TestFanOut:
     async def test_with_nobody_listening_an_event_is_only_logged(self) -> None:
         """No callback, reader, supervisor or telemetry: the observer only logs."""
-        observer = Observer()
-        with structlog.testing.capture_logs() as logs:
+        with structlog.testing.capture_logs() as logs:  # before the observer: it asks once
+            observer = Observer()
             await observer.tool_called(3, "check_disk", ToolOutcome.OK)
         assert (False, [("tool_call", 3, "check_disk", "ok")]) == (
             observer.listening,
@@ -56,6 +66,30 @@ class TestFanOut:
         await observer.tool_called(1, "t", ToolOutcome.ERROR)
         observer.close()
         assert [ToolCalled(1, "t", "error")] == [event async for event in reader]
+
+    async def test_the_start_of_a_call_and_of_a_sleep_are_reported(self) -> None:
+        """A model call, a tool call and a sleep report their start; only the sleep is
+        logged (with its wake time), the calls are logged when they end."""
+        seen: list[ProgressEvent] = []
+        observer = Observer(hub=ProgressHub(lambda turn, event: seen.append(event)))
+        until = datetime(2030, 1, 1, 12, tzinfo=UTC)
+        with structlog.testing.capture_logs() as logs:
+            await observer.model_calling(2, "m")
+            await observer.tool_calling(2, "t")
+            await observer.sleeping(2, until)
+        assert [ModelCalling(2, "m"), ToolCalling(2, "t"), Sleeping(2, until)] == seen
+        assert [("sleeping", until.isoformat())] == [(e["event"], e["until"]) for e in logs]
+
+    async def test_the_start_of_a_call_stays_out_of_the_supervisor_s_window(self) -> None:
+        """The supervisor's window gets a call's end, not its start (at a turn boundary every
+        call has ended); a sleep's start it does get."""
+        recent = RecentEvents()
+        observer = Observer(recent=recent)
+        until = datetime(2030, 1, 1, 12, tzinfo=UTC)
+        await observer.model_calling(1, "m")
+        await observer.tool_calling(1, "t")
+        await observer.sleeping(1, until)
+        assert (Sleeping(1, until),) == recent.events
 
     def test_for_run_gives_a_window_only_to_a_supervised_run(self) -> None:
         """A run with a supervisor gets a window; one without none."""

@@ -5,6 +5,7 @@
   then it reports done with the inbox block as the detail.
 - ``deferring``: schedules its next turn one second ahead (``next_prompt`` "wake up"), then
   reports done on the next turn, with any inbox block in the detail.
+- ``napping``: schedules its next turn an hour ahead, then reports done on the next turn.
 - ``deferring_then_looping``: defers like ``deferring``, then ticks like ``looping`` until an
   inbox message arrives (a resume that holds its session until told to finish).
 - ``alerting``: reports done at once with the outcome ``alert`` (its spec declares outcomes).
@@ -80,6 +81,14 @@ def _deferring(messages: Messages, tools: Sequence[dict[str, Any]]) -> ModelResp
     return call("schedule_next_turn", {"wake_in_sec": 1, "next_prompt": "wake up"})
 
 
+def _napping(messages: Messages, tools: Sequence[dict[str, Any]]) -> ModelResponse:
+    if messages[-1]["role"] != "user":
+        return reply("ok")
+    if "wake up" in _prompt(messages):
+        return _finish("rested")
+    return call("schedule_next_turn", {"wake_in_sec": 3600, "next_prompt": "wake up"})
+
+
 def _deferring_then_looping(messages: Messages, tools: Sequence[dict[str, Any]]) -> ModelResponse:
     if _prompt(messages) == "Do the test thing.":  # the goal: the first turn
         return _deferring(messages, tools)
@@ -99,6 +108,11 @@ def looping() -> ScriptedModel:
 def deferring() -> ScriptedModel:
     """Defers one second, then finishes."""
     return ScriptedModel(default=_deferring)
+
+
+def napping() -> ScriptedModel:
+    """Defers an hour, then finishes."""
+    return ScriptedModel(default=_napping)
 
 
 def deferring_then_looping() -> ScriptedModel:

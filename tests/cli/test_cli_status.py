@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import attrs
 
-from autonomous._cli._inspect import status_of
+from autonomous._cli._ls import status_of
 from eventlog import SessionKey, SessionSummary
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)

@@ -1,0 +1,123 @@
+"""``autonomous ls``: the sessions of the log, newest first, with their status and next wake,
+filtered by status, app and age."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime
+from typing import Any
+
+from eventlog import SessionSummary, utcnow
+
+from ._common import emit_json, holder_gone, open_log
+from ._exits import Exit
+from ._times import cutoff, show_wake, since_arg
+
+#: The words ``ls`` shows for a session's state (what ``--status`` takes).
+STATUSES = ("running", "paused", "due", "deferred", "interrupted", "stopped", "failed", "completed")
+_FAILED = {"retry_policy_aborted", "lease_lost"}
+
+
+def status_of(summary: SessionSummary, now: datetime) -> str:
+    """A session's state in one word, from its latest checkpoint and its lease."""
+    reason = summary.stop_reason
+    if summary.holder and not holder_gone(summary.holder):
+        return "paused" if summary.paused else "running"
+    if summary.stopped:
+        return "stopped"
+    if summary.paused:
+        return "paused"  # a pause request waits for the next resume (or an unpause)
+    if reason is None or reason == "context_cancelled":
+        return "interrupted"  # a crash, or a signal: resumable as it is
+    if reason == "deferred":
+        wake = summary.next_wake_at
+        return "due" if wake is not None and wake <= now else "deferred"
+    if reason == "completed":
+        return "completed"
+    return "failed" if reason in _FAILED else "stopped"
+
+
+def statuses_arg(text: str) -> list[str]:
+    """An argparse ``type=`` for ``--status``: one status or a comma list, each one ls shows."""
+    words = [word.strip() for word in text.split(",") if word.strip()]
+    unknown = [word for word in words if word not in STATUSES]
+    if unknown or not words:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: a status is one of {', '.join(STATUSES)} (or a comma list of them)"
+        )
+    return words
+
+
+def add_ls_options(parser: argparse.ArgumentParser) -> None:
+    """The filters of ``ls``."""
+    parser.add_argument(
+        "--status",
+        type=statuses_arg,
+        action="extend",
+        metavar="STATUS",
+        help=f"only sessions in these states (repeat, or a comma list): {', '.join(STATUSES)}",
+    )
+    parser.add_argument("--app", help="only the sessions of this app")
+    parser.add_argument(
+        "--since",
+        type=since_arg,
+        metavar="WHEN",
+        help="only sessions updated since WHEN: a duration back (30m, 1h, 2d) or an ISO date",
+    )
+
+
+def summary_dict(summary: SessionSummary, now: datetime) -> dict[str, Any]:
+    """One ``ls --json`` row."""
+    wake = summary.next_wake_at
+    return {
+        "session": str(summary.key),
+        "app": summary.key.app,
+        "user": summary.key.user,
+        "session_id": summary.key.session_id,
+        "status": status_of(summary, now),
+        "stop_reason": summary.stop_reason,
+        "turns": summary.turns,
+        "cost_usd": summary.cost_usd,
+        "next_wake_at": wake.isoformat() if wake else None,
+        "holder": summary.holder,
+        "updated_at": summary.updated_at.isoformat(),
+    }
+
+
+def _kept(args: argparse.Namespace, summary: SessionSummary, now: datetime) -> bool:
+    """Whether ``summary`` passes the ``--status``, ``--app`` and ``--since`` filters."""
+    if args.status and status_of(summary, now) not in args.status:
+        return False
+    if args.app is not None and summary.key.app != args.app:
+        return False
+    return args.since is None or summary.updated_at >= cutoff(args.since, now)
+
+
+async def cmd_ls(args: argparse.Namespace) -> int:
+    """List the sessions of the log, newest first."""
+    now = utcnow()
+    async with open_log(args) as log:
+        summaries = [s for s in await log.sessions() if _kept(args, s, now)]
+    if args.json:
+        emit_json([summary_dict(s, now) for s in summaries])
+        return Exit.OK
+    if not summaries:
+        print("no sessions")
+        return Exit.OK
+    header = ("SESSION", "STATUS", "STOP REASON", "TURNS", "COST", "NEXT WAKE", "HOLDER")
+    table = [header] + [
+        (
+            str(s.key),
+            status_of(s, now),
+            s.stop_reason or "-",
+            str(s.turns),
+            f"${s.cost_usd:.6f}",
+            show_wake(s.next_wake_at, now, utc=args.utc) if s.next_wake_at else "-",
+            s.holder or "-",
+        )
+        for s in summaries
+    ]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    for row in table:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    return Exit.OK
