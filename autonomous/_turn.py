@@ -270,7 +270,10 @@ class TurnRunner:
         """The permission gate's decision, recorded; the answer when it denies the call, else
         the empty string."""
         assert self.gate is not None
-        decision = await self.gate.check(tool.name, args, caller=caller, read_only=tool.read_only)
+        # The prompt's timeout runs on the run's clock, as every other wait the run owns.
+        decision = await self.gate.check(
+            tool.name, args, caller=caller, read_only=tool.read_only, clock=self.opts.clock
+        )
         self.conv.record(
             PermissionDecision(
                 tool=tool.name,

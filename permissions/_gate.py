@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 import anyio
 import attrs
@@ -17,6 +18,16 @@ from ._request import PermissionRequest, Prompter
 from ._rules import Rule, to_rules
 
 _MAX_ERROR_TEXT = 200
+
+
+class _Deadlines(Protocol):
+    """What the gate needs of a clock: a timeout scope. ``scheduler.Clock`` (and its
+    ``FakeClock``) has it; the gate names only this method so that permissions depends on
+    nothing else of ours."""
+
+    def move_on_after(self, seconds: float | None) -> AbstractContextManager[anyio.CancelScope]:
+        """A cancel scope cancelled ``seconds`` from now on this clock."""
+        ...
 
 
 def _positive_timeout(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
@@ -32,8 +43,9 @@ class Gate:
 
     ``allow`` and ``deny`` take ``Rule`` objects or glob strings (shorthand for
     ``Rule(tool=s)``); a matching deny rule wins over everything, in every mode (see ``Mode``).
-    A prompt is bounded by ``prompt_timeout`` seconds: a prompter that runs out of time or
-    raises is a denial whose reason says so; cancellation of the caller still propagates.
+    A prompt is bounded by ``prompt_timeout`` seconds, on the clock ``check`` is given (real
+    time by default; a run passes its own): a prompter that runs out of time or raises is a
+    denial whose reason says so; cancellation of the caller still propagates.
     Call ``startup_check()`` before a run so a gate that would wait forever fails at once.
     """
 
@@ -62,11 +74,14 @@ class Gate:
         *,
         caller: Caller | None = None,
         read_only: bool = False,
+        clock: _Deadlines | None = None,
     ) -> Decision:
         """Decide whether ``tool`` may run with ``arguments`` for ``caller``.
 
-        Never raises for a prompter's failure or timeout (those are denials); only the
-        caller's own cancellation propagates.
+        ``prompt_timeout`` runs on ``clock`` (any ``scheduler.Clock``; None: real time, as
+        :func:`anyio.move_on_after`), so a test's ``FakeClock`` times prompts out when it is
+        advanced. Never raises for a prompter's failure or timeout (those are denials); only
+        the caller's own cancellation propagates.
         """
         decision = decide(
             self.mode, self.allow, self.deny, tool, caller=caller, read_only=read_only
@@ -76,12 +91,17 @@ class Gate:
         if self.prompter is None:
             return Decision(False, f"{self.mode.value} mode: no prompter is set to ask", self.mode)
         request = PermissionRequest(tool, arguments, caller, read_only)
-        return await self._prompt(self.prompter, request)
+        return await self._prompt(self.prompter, request, clock)
 
-    async def _prompt(self, prompter: Prompter, request: PermissionRequest) -> Decision:
+    async def _prompt(
+        self, prompter: Prompter, request: PermissionRequest, clock: _Deadlines | None
+    ) -> Decision:
         answer: object = False
+        # math.inf (no limit) is None to a clock, as move_on_after(inf) is to anyio.
+        limit = None if math.isinf(self.prompt_timeout) else self.prompt_timeout
+        deadline = clock.move_on_after(limit) if clock is not None else anyio.move_on_after(limit)
         try:
-            with anyio.move_on_after(self.prompt_timeout) as scope:
+            with deadline as scope:
                 answer = await prompter(request)
         except Exception as exc:  # a failing prompter is a denial; cancellation is not caught
             text = f"{type(exc).__name__}: {exc}"[:_MAX_ERROR_TEXT]

@@ -6,8 +6,10 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from autonomous import Agent, Tool, function_tool
-from autonomous.testing import ScriptedModel
+from autonomous.testing import FakeClock, ScriptedModel
 from eventlog import Checkpoint, EventKind, EventLog, MemoryEventLog, SessionRef
+
+from ..support.litellm_http import wait_until
 
 P = TypeVar("P")
 
@@ -61,6 +63,16 @@ async def payloads(ref: SessionRef, kind: EventKind, cls: type[P]) -> list[P]:
 async def checkpoints(ref: SessionRef) -> list[Checkpoint]:
     """The checkpoint payloads of ``ref``'s session, in order."""
     return await payloads(ref, EventKind.CHECKPOINT, Checkpoint)
+
+
+async def asleep(clock: FakeClock, tasks: int) -> None:
+    """Wait until ``tasks`` tasks sleep on ``clock``: after an ``advance``, the tasks it woke
+    (a poll, a renewal, a turn) have done their work and gone back to sleep.
+
+    ``advance`` takes the woken sleepers off the clock at once, so the count is short until
+    each of them sleeps again.
+    """
+    await wait_until(lambda: clock.sleepers == tasks)
 
 
 TICK = function_tool(tick)

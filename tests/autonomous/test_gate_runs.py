@@ -19,13 +19,13 @@ from autonomous import (
     run_autonomous,
     start_autonomous,
 )
-from autonomous.testing import ScriptedModel, call, calls, done, reply, server
+from autonomous.testing import FakeClock, ScriptedModel, call, calls, done, reply, server
 from autonomous.testing._server import ScriptedServer
 from eventlog import EventKind, PermissionDecision, SessionRef
 from permissions import Caller, Gate, Mode, PermissionRequest, Rule
 from permissions import GateWouldDeadlock as PermissionsGateWouldDeadlock
 
-from ..support.litellm_http import API_KEY, MODEL
+from ..support.litellm_http import API_KEY, MODEL, wait_until
 from .helpers import builder, memory_session
 
 pytestmark = pytest.mark.anyio
@@ -237,18 +237,27 @@ class TestAskMode:
         )
 
     async def test_a_prompter_timeout_is_a_denial(self) -> None:
-        """A prompter that does not answer within prompt_timeout denies the call."""
-        disk, ref = Disk(), memory_session()
+        """A prompter that does not answer within prompt_timeout, on the run's clock, denies
+        the call; until then the call waits for it."""
+        disk, ref, clock, prompter = Disk(), memory_session(), FakeClock(), Prompter(None)
         model = ScriptedModel([call("wipe_disk", {"path": "/tmp"}), done(), reply("ok")])
+        # A gate on real time would wait out its 30 s instead.
         with anyio.fail_after(5):
-            result = await run_autonomous(
+            async with start_autonomous(
                 builder(model, tools=disk.tools, session=ref),
                 "tidy",
-                permissions_gate=Gate(prompter=Prompter(None), prompt_timeout=0.05),
-            )
+                permissions_gate=Gate(prompter=prompter, prompt_timeout=30),
+                clock=clock,
+            ) as h:
+                await wait_until(lambda: bool(prompter.requests))
+                clock.advance(29)
+                await anyio.wait_all_tasks_blocked()
+                assert (1, []) == (model.requests, await permission_events(ref))
+                clock.advance(1)
+                result = await h.wait()
         assert (StopReason.COMPLETED, []) == (result.reason, disk.ran)
         assert [False] == [p.allowed for p in await permission_events(ref)]
-        assert "denied: prompter timed out after 0.05 s" == (tool_contents(model.last_messages)[0])
+        assert "denied: prompter timed out after 30 s" == (tool_contents(model.last_messages)[0])
 
     async def test_allow_rules_skip_the_prompter(self) -> None:
         """A call an allow rule covers runs without a prompt."""

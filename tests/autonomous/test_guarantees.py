@@ -43,6 +43,7 @@ from eventlog import (
 from scheduler import ExitOnDeferScheduler, SleepScheduler
 
 from ..support.litellm_http import wait_until
+from .helpers import asleep
 
 pytestmark = pytest.mark.anyio
 
@@ -469,25 +470,31 @@ class TestBadRowsInALiveLog:
     ) -> None:
         """A control row that cannot be read, written while the run is live, is passed over:
         a stop sent after it still stops the run."""
-        model = ScriptedModel(default=reply("working"))
-        turns: list[int] = []
+        clock, model = FakeClock(), ScriptedModel(default=reply("working"))
 
         async def before(turn: int) -> None:
-            turns.append(turn)
-            await anyio.sleep(0.01)
+            await clock.sleep_until(clock.now() + timedelta(seconds=3))  # three polls a turn
 
         async with start_autonomous(
-            agent_on(ref, model), "go", max_turns=0, control_poll=0.02, before_turn=before
+            agent_on(ref, model),
+            "go",
+            max_turns=0,
+            control_poll=1,
+            before_turn=before,
+            clock=clock,
         ) as h:
-            await h.ready()
+            await asleep(clock, 3)  # the lease, the watch, and turn 1 before it begins
             await send_control(ref.log, ref.key, "wake")
             with sqlite3.connect(tmp_path / "runs.db") as conn:
                 conn.execute(
                     "UPDATE events SET payload = '{broken' WHERE seq = (SELECT max(seq) FROM"
                     " events WHERE kind = 'control')"
                 )
-            await wait_until(lambda: len(turns) >= 3, within=10)
+            for _ in range(6):  # polls over the bad row, through two turns
+                clock.advance(1)
+                await asleep(clock, 3)
             await send_control(ref.log, ref.key, "stop")
+            clock.advance(1)
             with anyio.fail_after(10):
                 result = await h.wait()
         assert StopReason.CONTEXT_CANCELLED == result.reason

@@ -29,7 +29,7 @@ from eventlog import (
 from scheduler import ExitOnDeferScheduler, SleepScheduler
 
 from ..support.litellm_http import wait_until
-from .helpers import checkpoints
+from .helpers import asleep, checkpoints
 
 pytestmark = pytest.mark.anyio
 
@@ -178,8 +178,11 @@ class TestLease:
 
     async def test_a_lost_lease_stops_the_run_and_writes_nothing_more(self, tmp_path: Path) -> None:
         """When another process takes the session over, the run stops with lease_lost."""
-        clock = FakeClock()
-        async with SqliteEventLog(tmp_path / "l.db", clock=clock.now) as log:
+        # Two clocks: the store's says when our lease expired, the run's when it renews. On
+        # one clock the advance that expires the lease would also wake the renewal, which
+        # would then race the takeover.
+        store_clock, run_clock = FakeClock(), FakeClock()
+        async with SqliteEventLog(tmp_path / "l.db", clock=store_clock.now) as log:
             ref = SessionRef(log, "a", "u", "s")
             stalled = anyio.Event()
 
@@ -188,10 +191,11 @@ class TestLease:
                 await anyio.sleep_forever()
 
             build, _ = builders(ScriptedModel([stall]), ref)
-            async with start_autonomous(build, "go", lease_ttl=0.3) as h:
+            async with start_autonomous(build, "go", lease_ttl=30, clock=run_clock) as h:
                 await stalled.wait()
-                clock.advance(10)  # our lease expired; another holder takes it
+                store_clock.advance(60)  # our lease expired; another holder takes it
                 await log.acquire_lease(ref.key, LeaseHolder("elsewhere", 1, "t"), 60)
+                run_clock.advance(10)  # our next renewal is due: it finds the lease taken
                 with anyio.fail_after(5):
                     result = await h.wait()
             assert StopReason.LEASE_LOST == result.reason
@@ -218,27 +222,31 @@ class TestRemoteControl:
     async def test_remote_stop_pause_and_inject_reach_a_running_run(
         self, sqlite_ref: SessionRef
     ) -> None:
-        """Control events another process writes to the log are obeyed by the run."""
-        model = ScriptedModel(default=reply("working"))
-        turns: list[int] = []
+        """Control events another process writes to the log are obeyed by the run, each at
+        the poll after it was written."""
+        clock, model = FakeClock(), ScriptedModel(default=reply("working"))
 
         async def before(turn: int) -> None:
-            turns.append(turn)
-            await anyio.sleep(0.01)
+            await clock.sleep_until(clock.now() + timedelta(seconds=60))  # a turn a minute
 
         build, _ = builders(model, sqlite_ref)
         async with start_autonomous(
-            build, "go", before_turn=before, max_turns=0, control_poll=0.02
+            build, "go", before_turn=before, max_turns=0, control_poll=1, clock=clock
         ) as h:
-            await h.ready()
+            await asleep(clock, 3)  # the lease, the watch, and turn 1 before it begins
             await send_control(sqlite_ref.log, sqlite_ref.key, "pause")
+            clock.advance(1)  # a poll reads the pause
+            await asleep(clock, 3)
+            clock.advance(59)  # turn 1 begins, and parks
             await wait_until(lambda: h.status == "paused")
             await send_inject(sqlite_ref.log, sqlite_ref.key, "from afar")
             await send_control(sqlite_ref.log, sqlite_ref.key, "resume")
+            clock.advance(1)  # a poll reads both: turn 1 goes on, with the message
             await wait_until(
                 lambda: any("from afar" in str(m["content"]) for m in model.last_messages)
             )
             await send_control(sqlite_ref.log, sqlite_ref.key, "stop")
+            clock.advance(1)
             with anyio.fail_after(5):
                 result = await h.wait()
         assert (StopReason.CONTEXT_CANCELLED, "stopped") == (result.reason, h.status)
@@ -261,12 +269,12 @@ class TestRemoteControl:
         )
         summary = (await sqlite_ref.log.sessions())[0]
         assert "context_cancelled" == summary.stop_reason
-        polled = anyio.Event()
+        polled, clock = anyio.Event(), FakeClock()
 
         async def before(turn: int) -> None:
             if turn == 4:
                 polled.set()
-            await anyio.sleep(0.03)  # a few polls land in every turn
+            await clock.sleep_until(clock.now() + timedelta(seconds=3))  # three polls a turn
 
         result_box: list[Any] = []
 
@@ -278,15 +286,21 @@ class TestRemoteControl:
                     force=True,
                     before_turn=before,
                     max_turns=0,
-                    control_poll=0.01,
+                    control_poll=1,
+                    clock=clock,
                 )
             )
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(forced)
-            with anyio.fail_after(10):
-                await polled.wait()  # two turns went by: the old stop was not obeyed
+            # A poll a second until two turns went by: the old stop was not obeyed (had it
+            # been, the run would have ended and nothing would sleep on the clock again).
+            await asleep(clock, 3)
+            while not polled.is_set():
+                clock.advance(1)
+                await asleep(clock, 3)
             await send_control(sqlite_ref.log, sqlite_ref.key, "stop")
+            clock.advance(1)
         (result,) = result_box
         assert StopReason.CONTEXT_CANCELLED == result.reason
         assert result.turns >= 3

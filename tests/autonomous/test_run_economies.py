@@ -26,7 +26,7 @@ from autonomous import (
 from autonomous._control_requests import Latch
 from autonomous._model import Model
 from autonomous._options import make_options
-from autonomous.testing import ScriptedModel, done, reply
+from autonomous.testing import FakeClock, ScriptedModel, done, reply
 from eventlog import Checkpoint, Event, Lease, LeaseHolder, SessionRef, SqliteEventLog
 
 from .helpers import builder, checkpoints, memory_session
@@ -369,8 +369,9 @@ class TestKeeperTasks:
         self, tmp_path: Path
     ) -> None:
         """With a third of lease_ttl much shorter than control_poll, the lease is renewed
-        long before the first poll; stopping ends both tasks and releases the lease."""
-        stalled = anyio.Event()
+        a third of lease_ttl in (on the run's clock), long before the first poll; stopping
+        ends both tasks and releases the lease."""
+        stalled, clock = anyio.Event(), FakeClock()
 
         async def stall(messages: object, tools: object) -> Any:
             stalled.set()
@@ -380,9 +381,13 @@ class TestKeeperTasks:
             ref = SessionRef(log, "a", "u", "s")
             model = ScriptedModel([stall])
             async with start_autonomous(
-                builder(model, session=ref), "go", lease_ttl=0.3, control_poll=3600
+                builder(model, session=ref), "go", lease_ttl=30, control_poll=3600, clock=clock
             ) as h:
                 await stalled.wait()
+                clock.advance(9)
+                await anyio.wait_all_tasks_blocked()
+                assert [] == log.calls  # not yet: the first renewal is due at 10 s
+                clock.advance(1)
                 with anyio.fail_after(5):
                     await log.renewed.wait()
                 assert {"lease", "watch"} <= _task_names()
@@ -429,12 +434,27 @@ class TestLastWrite:
         """The heartbeat renewing just after the final checkpoint dropped the lease finds it
         gone; that is the run's own release, not a takeover: the run completes."""
 
+        clock = FakeClock()
+
         class _Slow(_CountingLog):
+            def __init__(self, path: Path) -> None:
+                super().__init__(path)
+                self.answered = anyio.Event()
+
+            async def renew_lease(self, lease: Lease, ttl: float) -> Lease:
+                try:
+                    return await super().renew_lease(lease, ttl)
+                finally:  # the heartbeat handles the answer before anything else runs
+                    self.answered.set()
+
             async def append_and_release(self, events: Sequence[Event], lease: Lease) -> list[int]:
                 seqs = await super().append_and_release(events, lease)
-                self.renewing = anyio.Event()
-                with anyio.fail_after(5):  # the heartbeat renews (every 10 ms) meanwhile
-                    await self.renewing.wait()
+                self.answered = anyio.Event()
+                clock.advance(10)  # the heartbeat's renewal falls due meanwhile
+                # Wait for the store's answer, not only the call: the run must not end (and
+                # cancel the heartbeat) before the heartbeat has heard the lease is gone.
+                with anyio.fail_after(5):
+                    await self.answered.wait()
                 return seqs
 
         async with _Slow(tmp_path / "l.db") as log:
@@ -442,7 +462,11 @@ class TestLastWrite:
             model = ScriptedModel([done("finished")])
             with structlog.testing.capture_logs() as logs:
                 result = await run_autonomous(
-                    builder(model, session=ref), "go", lease_ttl=0.03, control_poll=3600
+                    builder(model, session=ref),
+                    "go",
+                    lease_ttl=30,
+                    control_poll=3600,
+                    clock=clock,
                 )
             assert StopReason.COMPLETED == result.reason
             assert "lease_lost" not in [entry["event"] for entry in logs]

@@ -8,7 +8,8 @@ import threading
 
 import anyio
 
-from permissions import PermissionRequest
+from permissions import Decision, Gate, PermissionRequest
+from scheduler import FakeClock
 
 
 class RecordingPrompter:
@@ -77,3 +78,27 @@ class WatchedOut(io.StringIO):
         count = super().write(text)
         self.written.set()
         return count
+
+
+async def check_timing_out(gate: Gate, clock: FakeClock, tool: str = "t") -> Decision:
+    """``gate.check(tool, {})`` on ``clock``, which is advanced past ``gate.prompt_timeout``
+    once the prompt waits: a second short of it first, when no answer may have come yet.
+
+    The gate's ``prompt_timeout`` must be over a second.
+    """
+    result: list[Decision] = []
+
+    async def ask() -> None:
+        result.append(await gate.check(tool, {}, clock=clock))
+
+    # A gate that ignored the clock would wait out prompt_timeout in real time instead.
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ask)
+            await anyio.wait_all_tasks_blocked()
+            clock.advance(gate.prompt_timeout - 1)
+            await anyio.wait_all_tasks_blocked()
+            assert [] == result, "the prompt ended before its timeout"
+            clock.advance(1)
+    (decision,) = result
+    return decision

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import anyio
 import pytest
 
@@ -14,8 +16,9 @@ from permissions import (
     PermissionRequest,
     PermissionsError,
 )
+from scheduler import FakeClock
 
-from .permissions_helpers import NeverAnswers, Raising, RecordingPrompter
+from .permissions_helpers import NeverAnswers, Raising, RecordingPrompter, check_timing_out
 
 pytestmark = pytest.mark.anyio
 
@@ -56,9 +59,11 @@ class TestPrompterFailures:
     """A prompter that times out or raises is a denial, never an exception."""
 
     async def test_timeout_denies(self) -> None:
-        """A prompter that never answers is denied after prompt_timeout."""
-        decision = await Gate(prompter=NeverAnswers(), prompt_timeout=0.05).check("t", {})
-        assert Decision(False, "denied: prompter timed out after 0.05 s", Mode.ASK, True) == (
+        """A prompter that never answers is denied once prompt_timeout has passed on the
+        clock, and not before."""
+        gate = Gate(prompter=NeverAnswers(), prompt_timeout=30)
+        decision = await check_timing_out(gate, FakeClock())
+        assert Decision(False, "denied: prompter timed out after 30 s", Mode.ASK, True) == (
             decision
         )
 
@@ -72,9 +77,27 @@ class TestPrompterFailures:
                 return True  # misbehaving on purpose
             raise AssertionError("unreachable")
 
-        decision = await Gate(prompter=stubborn, prompt_timeout=0.05).check("t", {})
+        decision = await check_timing_out(Gate(prompter=stubborn, prompt_timeout=30), FakeClock())
         assert (False, True) == (decision.allowed, decision.prompted)
         assert "timed out" in decision.reason
+
+    async def test_no_limit_is_no_deadline_on_a_clock_either(self) -> None:
+        """prompt_timeout=math.inf on a clock never times the prompt out, however far the
+        clock moves."""
+        clock, prompter = FakeClock(), NeverAnswers()
+        gate = Gate(prompter=prompter, prompt_timeout=math.inf)
+        result: list[Decision] = []
+
+        async def ask() -> None:
+            result.append(await gate.check("t", {}, clock=clock))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ask)
+            await prompter.started.wait()
+            clock.advance(1e9)
+            await anyio.wait_all_tasks_blocked()
+            assert [] == result
+            tg.cancel_scope.cancel()
 
     async def test_raising_prompter_denies(self) -> None:
         """A prompter that raises is a denial naming the error."""

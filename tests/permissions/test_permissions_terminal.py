@@ -9,8 +9,9 @@ import anyio
 import pytest
 
 from permissions import Caller, Gate, PermissionRequest, TerminalPrompter
+from scheduler import FakeClock
 
-from .permissions_helpers import QueueStream, WatchedOut
+from .permissions_helpers import QueueStream, WatchedOut, check_timing_out
 
 pytestmark = pytest.mark.anyio
 
@@ -110,12 +111,13 @@ class TestTerminalPrompterTimeouts:
     async def test_timeout_denies_and_late_yes_is_discarded(self) -> None:
         """A 'y' typed after its question timed out does not approve the next question."""
         stream, out = QueueStream(), io.StringIO()
-        gate = Gate(prompter=TerminalPrompter(stream, out), prompt_timeout=0.05)
-        first = await gate.check("one", {})
+        clock = FakeClock()
+        gate = Gate(prompter=TerminalPrompter(stream, out), prompt_timeout=30)
+        first = await check_timing_out(gate, clock, "one")
         stream.lines.put("y\n")
         await anyio.to_thread.run_sync(stream.reads_done.acquire)
         stream.lines.put("n\n")
-        second = await gate.check("two", {})
+        second = await gate.check("two", {}, clock=clock)
         assert (False, False, "denied by prompter", 2) == (
             first.allowed,
             second.allowed,
@@ -128,11 +130,13 @@ class TestTerminalPrompterTimeouts:
         """After a timeout the next question reuses the blocked read rather than start another."""
         stream, out = QueueStream(), WatchedOut()
         prompter = TerminalPrompter(stream, out)
-        first = await Gate(prompter=prompter, prompt_timeout=0.05).check("one", {})
+        clock = FakeClock()
+        first = await check_timing_out(Gate(prompter=prompter, prompt_timeout=30), clock, "one")
         result = []
 
         async def second() -> None:
-            result.append(await Gate(prompter=prompter, prompt_timeout=5).check("two", {}))
+            gate = Gate(prompter=prompter, prompt_timeout=30)
+            result.append(await gate.check("two", {}, clock=clock))
 
         out.written = anyio.Event()
         async with anyio.create_task_group() as tg:
