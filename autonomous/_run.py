@@ -200,13 +200,15 @@ class Run:
 
     async def _loop_deps(self, agent: Agent) -> LoopDeps:
         assert self.conv is not None
+        pricing = await self._pricing(agent)
+        self.state.unpriced = pricing is _NO_PRICING
         return LoopDeps(
             opts=self.opts,
             conv=self.conv,
             controls=self.controls,
             exit_tools=self.control_tools(),
             observer=self.observer,
-            pricing=await self._pricing(agent),
+            pricing=pricing,
             elapsed=self.elapsed,
             poll_inbox=self.poll_inbox,
             checkpoint=self._checkpoint,

@@ -50,6 +50,8 @@ class RunState:
     steer: str = ""
     #: Why a supervisor (or pause_max) aborted the run.
     abort_reason: str = ""
+    #: The run has no prices for its model: its cost counts nothing (checkpoints say so).
+    unpriced: bool = False
 
     @classmethod
     def fresh(cls, goal: str) -> RunState:
@@ -117,6 +119,7 @@ class RunState:
             failed_attempts=self.failed_attempts,
             goal=self.goal,
             inbox_from_seq=inbox_from_seq,
+            unpriced=self.unpriced,
             paused=paused,
             stopped=stopped,
             unseen_from=unseen_from,

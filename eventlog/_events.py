@@ -154,7 +154,9 @@ class Checkpoint:
     ``paused``: the run was parked by a pause when it wrote this. ``stopped``: the run was
     stopped on purpose by a stop request (a resume needs force). ``unseen_from`` is the first log
     seq whose inbox and control events the run had not read when it wrote this (0: not known):
-    a resume obeys what came from there on, even before the checkpoint.
+    a resume obeys what came from there on, even before the checkpoint. ``unpriced``: the run
+    had no prices for its model (no ``pricing``, not in litellm's table), so ``cost_usd``
+    counts nothing; ``autonomous ls`` says so rather than show $0.
     """
 
     turns: int
@@ -176,6 +178,7 @@ class Checkpoint:
     paused: bool = False
     stopped: bool = False
     unseen_from: int = 0
+    unpriced: bool = False
 
 
 @attrs.frozen

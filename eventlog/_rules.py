@@ -95,6 +95,7 @@ def summary_of(event: Event, seq: int | None = None) -> SessionSummary:
         checkpoint_seq=event.seq if seq is None else seq,
         paused=payload.paused,
         stopped=payload.stopped,
+        unpriced=payload.unpriced,
     )
 
 

@@ -16,11 +16,9 @@ from ._store import LeaseHolder, SessionSummary
 #: Version 2 keys events by an integer session id (``sessions.sid``) instead of three text
 #: columns, and finds a session's latest checkpoint through ``sessions.checkpoint_seq``.
 #: Version 3 adds the lease's epoch and its holder's start time, and the summary's paused and
-#: stopped flags; a version 2 file is migrated in place when opened (:data:`MIGRATE_2_TO_3`).
-STORE_VERSION = 3
-
-#: The oldest store version this code migrates; an older file is refused.
-MIGRATES_FROM = 2
+#: stopped flags. Version 4 adds the summary's unpriced flag. An older file is migrated in place
+#: when opened, one version at a time (:data:`MIGRATIONS`).
+STORE_VERSION = 4
 
 #: The page size of a new file. Every commit writes each page it touched to the WAL in full, and
 #: the WAL is synced and copied back at each checkpoint: an append of a few small events touches
@@ -53,6 +51,7 @@ CREATE TABLE IF NOT EXISTS sessions (
     updated_at TEXT,
     paused INTEGER NOT NULL DEFAULT 0,
     stopped INTEGER NOT NULL DEFAULT 0,
+    unpriced INTEGER NOT NULL DEFAULT 0,
     UNIQUE (app, user, session_id)
 );
 CREATE INDEX IF NOT EXISTS sessions_by_wake ON sessions (next_wake_at)
@@ -97,6 +96,14 @@ MIGRATE_2_TO_3 = (
     "ALTER TABLE leases ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0",
     "UPDATE meta SET value = '3' WHERE key = 'schema_version'",
 )
+# Version 3 to 4: a version 3 file recorded no prices, so its sessions count as priced.
+MIGRATE_3_TO_4 = (
+    "ALTER TABLE sessions ADD COLUMN unpriced INTEGER NOT NULL DEFAULT 0",
+    "UPDATE meta SET value = '4' WHERE key = 'schema_version'",
+)
+#: The migration of each older version to the next, all run in the one transaction that opens
+#: an older file.
+MIGRATIONS = {"2": MIGRATE_2_TO_3, "3": MIGRATE_3_TO_4}
 
 HAS_META = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
 GET_VERSION = "SELECT value FROM meta WHERE key = 'schema_version'"
@@ -118,7 +125,7 @@ MARK_PAUSED = "UPDATE sessions SET paused = ?2 WHERE checkpoint_seq < ?1 AND sid
 UPDATE_SUMMARY = """
 UPDATE sessions SET
     checkpoint_seq = ?, turns = ?, cost_usd = ?, stop_reason = ?, next_wake_at = ?, updated_at = ?,
-    paused = ?, stopped = ?
+    paused = ?, stopped = ?, unpriced = ?
 WHERE sid = ?
 """
 
@@ -140,7 +147,7 @@ WHERE s.app = ? AND s.user = ? AND s.session_id = ?
 
 _SUMMARY_SELECT = """
 SELECT s.app, s.user, s.session_id, s.turns, s.cost_usd, s.stop_reason, s.next_wake_at,
-       s.updated_at, s.checkpoint_seq, s.paused, s.stopped, l.host, l.pid, l.token
+       s.updated_at, s.checkpoint_seq, s.paused, s.stopped, s.unpriced, l.host, l.pid, l.token
 FROM sessions AS s LEFT JOIN leases AS l
     ON l.app = s.app AND l.user = s.user AND l.session_id = s.session_id AND l.expires_at > ?
 """
@@ -214,6 +221,7 @@ def checkpoint_params(event: Event) -> tuple[Any, ...]:
         timestamp(summary.updated_at),
         int(summary.paused),
         int(summary.stopped),
+        int(summary.unpriced),
     )
 
 
@@ -243,8 +251,8 @@ def event_from_row(row: Sequence[Any], key: SessionKey) -> Event:
 
 def summary_from_row(row: Sequence[Any]) -> SessionSummary:
     """A session summary (with its live lease holder, if any) from a sessions/leases row."""
-    app, user, session_id, turns, cost, reason, wake, updated, seq, paused, stopped, *held = row
-    host, pid, token = held
+    app, user, session_id, turns, cost, reason, wake, updated, seq, *flags, host, pid, token = row
+    paused, stopped, unpriced = flags
     return SessionSummary(
         key=SessionKey(app, user, session_id),
         turns=turns,
@@ -256,6 +264,7 @@ def summary_from_row(row: Sequence[Any]) -> SessionSummary:
         holder=None if host is None else str(LeaseHolder(host, pid, token)),
         paused=bool(paused),
         stopped=bool(stopped),
+        unpriced=bool(unpriced),
     )
 
 

@@ -447,7 +447,7 @@ class SqliteEventLog:
         conn.execute("PRAGMA journal_mode = WAL")
         if conn.execute(sql.HAS_META).fetchone() is None:
             conn.executescript(sql.SCHEMA_SCRIPT)
-        if tx.version(conn) == str(sql.MIGRATES_FROM):
+        if tx.version(conn) in sql.MIGRATIONS:
             worker.transaction(conn, tx.migrate)
         return tx.version(conn)
 

@@ -28,7 +28,7 @@ def version_problem(path: str, found: str, *, read_only: bool) -> str:
     )
     if found.isdigit() and int(found) > sql.STORE_VERSION:
         return problem + "; upgrade the library"
-    if found == str(sql.MIGRATES_FROM) and read_only:
+    if found in sql.MIGRATIONS and read_only:
         return problem + f" and migrates version {found}, but the file is read-only"
     return problem
 

@@ -30,7 +30,7 @@ LEASE_TTL = 60.0
 # time, and its lease row (all NULL when it was never leased).
 _SELECT_CANDIDATES = f"""
 SELECT s.app, s.user, s.session_id, s.turns, s.cost_usd, s.stop_reason, s.next_wake_at,
-       s.updated_at, s.checkpoint_seq, s.paused, s.stopped, NULL, NULL, NULL,
+       s.updated_at, s.checkpoint_seq, s.paused, s.stopped, s.unpriced, NULL, NULL, NULL,
        s.sid,
        (SELECT count(*) FROM events AS e
         WHERE e.sid = s.sid AND e.seq != s.checkpoint_seq AND e.kind != '{EventKind.NOTE}'),
@@ -117,13 +117,13 @@ class Pruner:
         plans: list[_Plan] = []
         held: list[SessionKey] = []
         for row in rows:
-            summary = sql.summary_from_row(row[:14])
-            sid, removable, last_seq, last_kind, last_at = row[14:19]
+            summary = sql.summary_from_row(row[:15])
+            sid, removable, last_seq, last_kind, last_at = row[15:20]
             if last_seq == max_seq and last_seq != summary.checkpoint_seq:
                 removable -= last_kind != EventKind.NOTE  # the log's newest row stays
             if removable <= 0 or not prunable(summary, _moment(last_at), cut):
                 continue
-            holder, expiry, _ = sql.lease_of_row(row[19:] if row[21] else None)
+            holder, expiry, _ = sql.lease_of_row(row[20:] if row[22] else None)
             if holder is not None and not may_take_lease(
                 holder, expiry, self._holder, now, this_host=self._host
             ):

@@ -24,15 +24,15 @@ def version(conn: sqlite3.Connection) -> str:
 
 
 def migrate(conn: sqlite3.Connection) -> None:
-    """Bring a version 2 file to version 3, inside the caller's transaction.
+    """Bring an older file to the current version, one version at a time, inside the caller's
+    transaction.
 
     The version is read again under the write lock: another process may have migrated the
     file between our first look and the lock.
     """
-    if version(conn) != str(sql.MIGRATES_FROM):
-        return
-    for statement in sql.MIGRATE_2_TO_3:
-        conn.execute(statement)
+    while (steps := sql.MIGRATIONS.get(version(conn))) is not None:
+        for statement in steps:
+            conn.execute(statement)
 
 
 def encode(

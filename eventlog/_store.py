@@ -75,6 +75,7 @@ class SessionSummary:
     ``paused``: the run was parked by a pause, or a pause request came after the latest
     checkpoint (a ``resume`` request clears it). ``stopped``: the session was stopped on
     purpose, by its checkpoint or a stop request after it (never due; resuming needs force).
+    ``unpriced``: the latest checkpoint's run had no prices for its model (``cost_usd`` is 0).
     """
 
     key: SessionKey
@@ -87,6 +88,7 @@ class SessionSummary:
     holder: str | None = None
     paused: bool = False
     stopped: bool = False
+    unpriced: bool = False
 
 
 @attrs.frozen

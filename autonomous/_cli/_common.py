@@ -30,7 +30,7 @@ from .._errors import ConfigurationError
 from .._models._import import import_litellm
 from ._exits import Exit
 from ._spec import AgentSpec
-from ._spec_reader import load_spec
+from ._validate import validated_spec
 
 T = TypeVar("T")
 
@@ -136,9 +136,10 @@ async def adopt_spec(log: EventLog, key: SessionKey, path: str) -> AgentSpec:
 
 
 def load_spec_or_fail(path: str | os.PathLike[str]) -> AgentSpec:
-    """:func:`load_spec`, its error turned into a CLI error."""
+    """The spec at ``path`` as strict as ``validate`` (every error at once, with its line), its
+    errors turned into a CLI error."""
     try:
-        return load_spec(path)
+        return validated_spec(path, interactive=False)
     except ConfigurationError as exc:
         raise CliError(str(exc)) from exc
 

@@ -41,7 +41,7 @@ from ._common import CliError, holder_gone, open_log, prepare_litellm, spec_of_s
 from ._exits import for_signal
 from ._hooks import spec_hook
 from ._jsonlines import Report, json_lines_logging, reporter
-from ._run import result_summary
+from ._run import checked_spec, refusals, result_summary
 from ._signals import until_signal
 from ._spec import AgentSpec
 
@@ -180,11 +180,16 @@ class Daemon:
     async def _run(self, summary: Summary) -> tuple[AgentSpec, RunResult]:
         """Load the session's spec and resume it with the spec's options."""
         key = summary.key
-        spec = await spec_of_session(self._log, key)
+        recorded = await spec_of_session(self._log, key)
+        # as strict as `run`: a spec edited into errors, an ask gate (no terminal here) or an
+        # unpriced cost cap is a failure reported once, not a run
+        spec = checked_spec(recorded.path, recorded.model, interactive=False)
         await prepare_litellm(spec)
+        options = spec.run_options()
+        refusals(spec, options, None)
         ref = SessionRef(log=self._log, app=key.app, user=key.user, session_id=key.session_id)
         build = spec.build_function(ref)
-        return spec, await resume_autonomous(build, ref, **spec.run_options())
+        return spec, await resume_autonomous(build, ref, **options)
 
     async def _hand_back(self, summary: Summary) -> None:
         """After a shutdown stopped a run: make the session due again, where it stopped."""

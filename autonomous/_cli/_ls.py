@@ -78,10 +78,16 @@ def summary_dict(summary: SessionSummary, now: datetime) -> dict[str, Any]:
         "stop_reason": summary.stop_reason,
         "turns": summary.turns,
         "cost_usd": summary.cost_usd,
+        "priced": not summary.unpriced,
         "next_wake_at": wake.isoformat() if wake else None,
         "holder": summary.holder,
         "updated_at": summary.updated_at.isoformat(),
     }
+
+
+def cost_text(cost_usd: float, *, unpriced: bool) -> str:
+    """A cost as ls and show print it: ``unpriced`` when no price was known (not $0)."""
+    return "unpriced" if unpriced else f"${cost_usd:.6f}"
 
 
 def _kept(args: argparse.Namespace, summary: SessionSummary, now: datetime) -> bool:
@@ -111,7 +117,7 @@ async def cmd_ls(args: argparse.Namespace) -> int:
             status_of(s, now),
             s.stop_reason or "-",
             str(s.turns),
-            f"${s.cost_usd:.6f}",
+            cost_text(s.cost_usd, unpriced=s.unpriced),
             show_wake(s.next_wake_at, now, utc=args.utc) if s.next_wake_at else "-",
             s.holder or "-",
         )

@@ -35,6 +35,7 @@ from ._common import (
 from ._durations import duration_arg
 from ._exits import Exit, for_reason, for_signal
 from ._hooks import spec_hook
+from ._ls import cost_text
 from ._signals import until_signal
 from ._spec import AgentSpec, line_of
 from ._status import PlainProgress, progress_for
@@ -53,11 +54,16 @@ def add_budget_overrides(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _checked_spec(path: str | os.PathLike[str], model: str | None = None) -> AgentSpec:
+def checked_spec(
+    path: str | os.PathLike[str], model: str | None = None, *, interactive: bool | None = None
+) -> AgentSpec:
     """The spec at ``path`` as strict as ``validate``: every error at once, or a CliError.
-    ``model`` (a ``--model`` override) replaces the file's model after the checks."""
+    ``model`` (a ``--model`` override) replaces the file's model after the checks;
+    ``interactive`` (default: standard input is a terminal) says whether ``ask`` can ask."""
+    if interactive is None:
+        interactive = sys.stdin.isatty()
     with cli_errors():
-        spec = validated_spec(path, interactive=sys.stdin.isatty())
+        spec = validated_spec(path, interactive=interactive)
     return attrs.evolve(spec, model=model) if model else spec
 
 
@@ -67,7 +73,7 @@ def _at(spec: AgentSpec, key: str) -> str:
     return f"{spec.path}" if line is None else f"{spec.path}:{line}"
 
 
-def _refusals(spec: AgentSpec, options: Mapping[str, Any], prompter: Prompter | None) -> None:
+def refusals(spec: AgentSpec, options: Mapping[str, Any], prompter: Prompter | None) -> None:
     """Refuse, in one line with the fix, a run that cannot work as configured."""
     if spec.permission_mode == "ask" and prompter is None:
         raise CliError(
@@ -90,7 +96,7 @@ def _options(spec: AgentSpec, args: argparse.Namespace) -> dict[str, Any]:
         "max_wallclock": args.max_wallclock,
     }
     options.update({k: v for k, v in overrides.items() if v is not None})
-    _refusals(spec, options, prompter)
+    refusals(spec, options, prompter)
     with cli_errors():  # misuse (a bad option, a gate that would deadlock) before any write
         opts = make_options(options)
         if opts.permissions_gate is not None:
@@ -100,7 +106,7 @@ def _options(spec: AgentSpec, args: argparse.Namespace) -> dict[str, Any]:
 
 async def cmd_run(args: argparse.Namespace) -> int:
     """Start a new session from a spec file and run it here."""
-    spec = _checked_spec(args.spec, args.model)
+    spec = checked_spec(args.spec, args.model)
     goal = args.goal or spec.goal
     if not goal.strip():
         raise CliError(f"{args.spec}: no goal: pass --goal TEXT or set goal in the spec")
@@ -127,11 +133,11 @@ async def cmd_resume(args: argparse.Namespace) -> int:
         key = await resolve_session(log, args.session)
         await _refuse_stopped(log, key, force=args.force)
         if args.spec:
-            _checked_spec(args.spec)  # as strict as validate before it is recorded
+            checked_spec(args.spec)  # as strict as validate before it is recorded
         recorded = await (
             adopt_spec(log, key, args.spec) if args.spec else spec_of_session(log, key)
         )
-        spec = _checked_spec(recorded.path, recorded.model)
+        spec = checked_spec(recorded.path, recorded.model)
         await prepare_litellm(spec)
         options = _options(spec, args)
         ref = SessionRef(log=log, app=key.app, user=key.user, session_id=key.session_id)
@@ -187,11 +193,10 @@ async def _finish(
 ) -> int:
     """Report the run's end (from its result, or its last checkpoint after a signal); run the
     spec's on_exit hook when the run returned (its failure is a warning, never the status)."""
-    if result is not None:
-        summary = result_summary(key, result)
-    else:
-        latest = await log.latest_checkpoint(key)
-        summary = checkpoint_summary(key, latest.payload if latest else None)
+    latest = await log.latest_checkpoint(key)
+    cp = latest.payload if latest is not None else None
+    summary = result_summary(key, result) if result is not None else checkpoint_summary(key, cp)
+    summary["priced"] = not (isinstance(cp, Checkpoint) and cp.unpriced)
     if args.json:
         emit_json(summary)
     else:
@@ -252,7 +257,7 @@ def _print_summary(s: Mapping[str, Any], *, utc: bool) -> None:
         print(f"outcome   {s['outcome']}")
     print(f"turns     {s['turns']}")
     print(f"tokens    {s['input_tokens']} in / {s['output_tokens']} out")
-    print(f"cost      ${s['cost_usd']:.6f}")
+    print(f"cost      {cost_text(s['cost_usd'], unpriced=not s.get('priced', True))}")
     if s["duration"] is not None:
         print(f"duration  {s['duration']:.1f} s")
     if s["error"]:

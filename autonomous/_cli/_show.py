@@ -39,6 +39,7 @@ from ._common import (
     resolve_session,
 )
 from ._exits import Exit, for_signal
+from ._ls import cost_text
 from ._signals import until_signal
 from ._times import show_time
 
@@ -222,7 +223,7 @@ def _describe_checkpoint(cp: Checkpoint, *, utc: bool) -> str:
     parts = [
         f"turns={cp.turns}",
         f"tokens={cp.input_tokens}/{cp.output_tokens}",
-        f"cost=${cp.cost_usd:.6f}",
+        f"cost={cost_text(cp.cost_usd, unpriced=cp.unpriced)}",
     ]
     if cp.stop_reason:
         parts.append(f"stop={cp.stop_reason}")

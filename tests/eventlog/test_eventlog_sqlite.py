@@ -618,13 +618,28 @@ def write_v2_file(db_path: Path, events: list[Event], lease: LeaseHolder, until:
 class TestMigration:
     """A version 2 file is brought to version 3 in place, in one transaction, losing nothing."""
 
-    async def test_new_file_is_version_3(self, db_path: Path) -> None:
-        """A file the store creates says it is version 3."""
+    async def test_new_file_is_version_4(self, db_path: Path) -> None:
+        """A file the store creates says it is version 4."""
         async with SqliteEventLog(db_path):
             pass
         with contextlib.closing(sqlite3.connect(db_path)) as conn:
-            assert [("3",)] == conn.execute("SELECT value FROM meta").fetchall()
-        assert 3 == STORE_VERSION
+            assert [("4",)] == conn.execute("SELECT value FROM meta").fetchall()
+        assert 4 == STORE_VERSION
+
+    async def test_version_3_file_is_migrated_to_4(self, db_path: Path) -> None:
+        """A version 3 file gets the unpriced column (its sessions priced, as they were)."""
+        async with SqliteEventLog(db_path) as log:
+            await log.append(batch())
+        with contextlib.closing(sqlite3.connect(db_path, isolation_level=None)) as conn:
+            conn.execute("ALTER TABLE sessions DROP COLUMN unpriced")
+            conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+        async with SqliteEventLog(db_path) as log:
+            (summary,) = await log.sessions()
+            assert (A, False) == (summary.key, summary.unpriced)
+            await log.append([Event.create(A, Checkpoint(2, 1, 1, 0.0, "go", unpriced=True))])
+            assert [True] == [s.unpriced for s in await log.sessions()]
+        with contextlib.closing(sqlite3.connect(db_path)) as conn:
+            assert [("4",)] == conn.execute("SELECT value FROM meta").fetchall()
 
     async def test_version_2_file_is_migrated_keeping_everything(
         self, db_path: Path, clock
@@ -655,7 +670,7 @@ class TestMigration:
             assert 1 == lease.epoch
             await log.append(batch(turn=3), lease=lease)
         with contextlib.closing(sqlite3.connect(db_path)) as conn:
-            assert [("3",)] == conn.execute("SELECT value FROM meta").fetchall()
+            assert [("4",)] == conn.execute("SELECT value FROM meta").fetchall()
 
     async def test_migrated_file_opens_again_unchanged(self, db_path: Path) -> None:
         """Opening a migrated file again migrates nothing more."""

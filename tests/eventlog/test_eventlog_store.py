@@ -258,6 +258,13 @@ class TestSessions:
         flags = {s.key: (s.paused, s.stopped) for s in await store.sessions()}
         assert (False, False) == flags[A] == flags[B]
 
+    async def test_unpriced_comes_from_the_latest_checkpoint(self, store: EventLog) -> None:
+        """A run with no prices for its model says so; the next checkpoint says again."""
+        await store.append([checkpoint(A, unpriced=True), checkpoint(B)])
+        await store.append([checkpoint(C, 1, unpriced=True), checkpoint(C, 2)])
+        flags = {s.key: s.unpriced for s in await store.sessions()}
+        assert {A: True, B: False, C: False} == flags
+
     async def test_a_stop_in_the_batch_of_its_checkpoint(self, store: EventLog) -> None:
         """Marks come in append order: a stop after a checkpoint in one batch sticks, one
         before it is the checkpoint's to say."""
