@@ -53,6 +53,23 @@ class TestPackageClash:
         assert "pip uninstall eventlog_impostor" in lines[0]
         assert "Traceback" not in done.stderr
 
+    def test_the_console_script_says_it_in_one_line(self, tmp_path: Path) -> None:
+        """The installed ``autonomous`` script: the same one line, exit 2, no traceback."""
+        script = Path(sys.executable).with_name("autonomous")
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(impostor(tmp_path)), str(ROOT)])}
+        done = subprocess.run(
+            [str(script), "--help"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        lines = done.stderr.strip().splitlines()
+        assert (2, 1) == (done.returncode, len(lines)), done.stderr
+        assert "pip uninstall eventlog_impostor" in lines[0] and "Traceback" not in done.stderr
+        assert 0 == subprocess.run([str(script), "--version"], timeout=60, check=False).returncode
+
     def test_import_raises_an_import_error(self, tmp_path: Path) -> None:
         """``import autonomous`` raises an ImportError subclass that names the package, the
         distribution and a separate virtual environment as the other way out."""

@@ -38,6 +38,7 @@ from scheduler import Clock, SystemClock
 from .._driver import resume_autonomous
 from .._result import RunResult
 from ._common import CliError, holder_gone, open_log, prepare_litellm, spec_of_session
+from ._durations import duration_arg
 from ._exits import for_signal
 from ._hooks import spec_hook
 from ._jsonlines import Report, json_lines_logging, reporter
@@ -214,7 +215,12 @@ def _due(summary: Summary) -> datetime:
 
 def add_daemon_options(parser: argparse.ArgumentParser) -> None:
     """The ``daemon`` command's options."""
-    parser.add_argument("--poll", type=float, default=5.0, help="seconds between polls (default 5)")
+    parser.add_argument(
+        "--poll",
+        type=duration_arg,
+        default=5.0,
+        help="time between polls: seconds or a duration like 30s, 1m (default 5)",
+    )
     parser.add_argument(
         "--once", action="store_true", help="one pass: resume what is due, then exit"
     )

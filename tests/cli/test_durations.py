@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from autonomous._cli._durations import parse_duration
+
+from .conftest import cli
 
 
 @pytest.mark.parametrize(
@@ -40,3 +44,10 @@ def test_a_boolean_is_not_a_duration() -> None:
     """``true`` in a spec is not one second."""
     with pytest.raises(ValueError, match="not a duration"):
         parse_duration(True)
+
+
+def test_flags_take_durations(tmp_path: Path) -> None:
+    """``daemon --poll 1m`` runs; ``--poll soon`` is a usage error naming the text."""
+    assert 0 == cli(tmp_path, "daemon", "--once", "--poll", "1m").returncode
+    bad = cli(tmp_path, "daemon", "--once", "--poll", "soon")
+    assert 2 == bad.returncode and "'soon' is not a duration" in bad.stderr, bad.stderr
