@@ -4,6 +4,7 @@ truncation, steering and skills, and the supervisor, each through a real run."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ from autonomous._supervisor import (
     SupervisorSnapshot,
     steer_message,
 )
-from autonomous.testing import ScriptedModel, call, calls, done, reply, server
+from autonomous.testing import FakeClock, ScriptedModel, call, calls, done, reply, server
 from autonomous.testing._server import ScriptedServer
 from eventlog import Checkpoint, Control, EventKind, SessionRef, SqliteEventLog
 
@@ -312,16 +313,50 @@ class TestToolDispatch:
         assert [] == ran
 
 
-async def hang() -> str:
-    """Wait forever."""
-    await anyio.sleep_forever()
-    return "never"
+class OnTheClock:
+    """Tools that take their time on a fake clock and say when they begin: a test waits for
+    a tool to begin (its timeout is running), then advances the clock, and no real time
+    passes. A tool that hangs waits for nothing that ever comes; one that naps sleeps on the
+    clock. The timeouts are longer than the tests' hang guard: one on real time fails them."""
 
+    def __init__(self) -> None:
+        self.clock = FakeClock()
+        self._begun = anyio.Semaphore(0)
 
-async def nap() -> str:
-    """Sleep a twentieth of a second."""
-    await anyio.sleep(0.05)
-    return "rested"
+    async def begun(self) -> None:
+        """Wait until one more tool (or model call) has begun to wait."""
+        await self._begun.acquire()
+
+    async def advance(self, *steps: float) -> None:
+        """Move the clock on by each of ``steps`` in turn, letting the run act on each (a
+        deadline passed, a nap over) before the next: time passes through every instant, so
+        a deadline that falls before a wake-up fires before it, as on a real clock."""
+        for seconds in steps:
+            self.clock.advance(seconds)
+            await anyio.wait_all_tasks_blocked()
+
+    async def take(self, seconds: float) -> None:
+        """Say that a wait begins, then sleep ``seconds`` on the clock."""
+        self._begun.release()
+        await self.clock.sleep_until(self.clock.now() + timedelta(seconds=seconds))
+
+    async def hang(self) -> str:
+        """Wait forever."""
+        self._begun.release()
+        await anyio.sleep_forever()
+        return "never"
+
+    async def hang_in_own_scope(self) -> str:
+        """Wait forever inside a cancel scope of its own."""
+        self._begun.release()
+        with anyio.CancelScope():
+            await anyio.sleep_forever()
+        return "never"
+
+    async def nap(self) -> str:
+        """Sleep twenty seconds."""
+        await self.take(20)
+        return "rested"
 
 
 async def in_own_scope() -> str:
@@ -344,13 +379,6 @@ async def under_a_lock() -> str:
         return "lock ok"
 
 
-async def hang_in_own_scope() -> str:
-    """Wait forever inside a cancel scope of its own."""
-    with anyio.CancelScope():
-        await anyio.sleep_forever()
-    return "never"
-
-
 class TestToolsWithTheirOwnScopes:
     @pytest.mark.parametrize(
         ("tool", "expected"),
@@ -369,45 +397,64 @@ class TestToolsWithTheirOwnScopes:
 
     async def test_tool_timeout_reaches_a_tool_inside_its_own_scope(self) -> None:
         """tool_timeout still cancels a tool hung inside a cancel scope of its own."""
+        slow = OnTheClock()
         model = ScriptedModel([call("hang_in_own_scope"), done(), reply("ok")])
+        tools = [function_tool(slow.hang_in_own_scope)]
         with anyio.fail_after(5):
-            result = await run_autonomous(
-                builder(model, tools=[function_tool(hang_in_own_scope)]), "go", tool_timeout=0.05
-            )
+            async with start_autonomous(
+                builder(model, tools=tools), "go", tool_timeout=30, clock=slow.clock
+            ) as h:
+                await slow.begun()
+                await slow.advance(30)
+                result = await h.wait()
         assert (
-            "error: tool hang_in_own_scope timed out after 0.05 s"
+            "error: tool hang_in_own_scope timed out after 30 s"
             == (tool_contents(model.last_messages)[0])
         )
         assert StopReason.COMPLETED == result.reason
 
 
 class TestToolTimeouts:
+    """Every tool timeout runs on the run's clock: the tests advance a FakeClock past it."""
+
     async def test_tool_timeout_cancels_a_hung_tool_and_tells_the_model(self) -> None:
         """A hung tool is cancelled at tool_timeout; the model gets a timeout error; the run
         goes on."""
         outcomes: list[str] = []
+        slow = OnTheClock()
         model = ScriptedModel([call("hang"), done(), reply("ok")])
-        result = await run_autonomous(
-            builder(model, tools=[function_tool(hang)]),
-            "go",
-            tool_timeout=0.05,
-            progress=lambda turn, ev: outcomes.append(getattr(ev, "outcome", "")),
-        )
-        assert "error: tool hang timed out after 0.05 s" == tool_contents(model.last_messages)[0]
+        with anyio.fail_after(5):
+            async with start_autonomous(
+                builder(model, tools=[function_tool(slow.hang)]),
+                "go",
+                tool_timeout=30,
+                clock=slow.clock,
+                progress=lambda turn, ev: outcomes.append(getattr(ev, "outcome", "")),
+            ) as h:
+                await slow.begun()
+                await slow.advance(30)
+                result = await h.wait()
+        assert "error: tool hang timed out after 30 s" == tool_contents(model.last_messages)[0]
         assert "timeout" in outcomes
         assert StopReason.COMPLETED == result.reason
 
     async def test_a_tools_own_timeout_overrides_the_runs(self) -> None:
         """Tool(timeout=...) beats tool_timeout both ways: shorter and longer."""
-        short = function_tool(hang, timeout=0.05)
-        long = function_tool(nap, timeout=10)
+        slow = OnTheClock()
+        short = function_tool(slow.hang, timeout=30)
+        long = function_tool(slow.nap, timeout=60)
         model = ScriptedModel([calls([("hang", {}), ("nap", {})]), done(), reply("ok")])
         with anyio.fail_after(5):
-            result = await run_autonomous(
-                builder(model, tools=[short, long]), "go", tool_timeout=0.01
-            )
+            async with start_autonomous(
+                builder(model, tools=[short, long]), "go", tool_timeout=10, clock=slow.clock
+            ) as h:
+                await slow.begun()
+                await slow.advance(30)  # past the run's 10 s: the hung tool times out
+                await slow.begun()
+                await slow.advance(10, 10)  # through the run's 10 s: the nap is over
+                result = await h.wait()
         assert [
-            "error: tool hang timed out after 0.05 s",
+            "error: tool hang timed out after 30 s",
             "rested",
         ] == tool_contents(model.last_messages)[:2]
         assert StopReason.COMPLETED == result.reason
@@ -420,57 +467,82 @@ class TestToolTimeouts:
             seen.append((type(error).__name__, attempt))
             return RetryDecision.ABORT_RUN
 
-        tool = function_tool(hang, timeout=0.05, fatal_timeout=True)
+        slow = OnTheClock()
+        tool = function_tool(slow.hang, timeout=30, fatal_timeout=True)
         model = ScriptedModel([call("hang")], default=reply("x"))
-        result = await run_autonomous(builder(model, tools=[tool]), "go", retry_policy=policy)
+        with anyio.fail_after(5):
+            async with start_autonomous(
+                builder(model, tools=[tool]), "go", retry_policy=policy, clock=slow.clock
+            ) as h:
+                await slow.begun()
+                await slow.advance(30)
+                result = await h.wait()
         assert [("ToolTimeoutError", 1)] == seen
         assert StopReason.RETRY_POLICY_ABORTED == result.reason
         assert isinstance(result.error, ToolTimeoutError)
-        assert "tool hang timed out after 0.05 s" == str(result.error)
+        assert "tool hang timed out after 30 s" == str(result.error)
 
     async def test_a_fatal_timeout_retried_turn_starts_clean(self) -> None:
         """After a fatal tool timeout, RETRY_TURN re-runs the turn with the same prompt."""
-        tool = function_tool(hang, timeout=0.05, fatal_timeout=True)
+        slow = OnTheClock()
+        tool = function_tool(slow.hang, timeout=30, fatal_timeout=True)
         model, seen = recorded([call("hang"), done(), reply("ok")])
-        result = await run_autonomous(
-            builder(model, tools=[tool]),
-            "the goal",
-            retry_policy=lambda error, attempt: RetryDecision.RETRY_TURN,
-        )
+        with anyio.fail_after(5):
+            async with start_autonomous(
+                builder(model, tools=[tool]),
+                "the goal",
+                retry_policy=lambda error, attempt: RetryDecision.RETRY_TURN,
+                clock=slow.clock,
+            ) as h:
+                await slow.begun()
+                await slow.advance(30)
+                result = await h.wait()
         assert StopReason.COMPLETED == result.reason
         assert "the goal" == last_user(seen[1])
         assert [] == tool_contents(seen[1])
 
     async def test_a_finished_tools_timeout_never_reaches_the_next_model_call(self) -> None:
         """A quick tool's timeout ends with it: a model call slower than that timeout runs on."""
+        slow = OnTheClock()
 
         async def quick() -> str:
             """Return at once."""
             return "quick"
 
         async def slow_answer(messages: object, tools: object) -> ModelResponse:
-            await anyio.sleep(0.5)  # well past the tool's deadline, had it outlived the tool
+            await slow.take(60)  # well past the tool's deadline, had it outlived the tool
             return done()
 
         model = ScriptedModel([call("quick"), slow_answer, reply("ok")])
-        tool = function_tool(quick, timeout=0.2)  # 0.2 s for a call that takes microseconds
-        result = await run_autonomous(builder(model, tools=[tool]), "go")
+        tool = function_tool(quick, timeout=30)
+        with anyio.fail_after(5):
+            async with start_autonomous(builder(model, tools=[tool]), "go", clock=slow.clock) as h:
+                await slow.begun()
+                await slow.advance(30, 30)  # through the tool's deadline: the answer comes
+                result = await h.wait()
         assert "quick" == tool_contents(model.last_messages)[0]
         assert StopReason.COMPLETED == result.reason
 
     async def test_a_shorter_timeout_after_a_longer_one_still_fires_on_time(self) -> None:
         """A tool with a long timeout, then a hung one with a short timeout: the short one wins."""
+        slow = OnTheClock()
         model = ScriptedModel([calls([("nap", {}), ("hang", {})]), done(), reply("ok")])
-        tools = [function_tool(nap, timeout=60), function_tool(hang, timeout=0.05)]
+        tools = [function_tool(slow.nap, timeout=60), function_tool(slow.hang, timeout=30)]
         with anyio.fail_after(5):
-            result = await run_autonomous(builder(model, tools=tools), "go")
-        assert ["rested", "error: tool hang timed out after 0.05 s"] == tool_contents(
+            async with start_autonomous(builder(model, tools=tools), "go", clock=slow.clock) as h:
+                await slow.begun()
+                await slow.advance(20)  # the nap is over
+                await slow.begun()
+                await slow.advance(30)  # the hung tool's timeout, far short of the nap's 60 s
+                result = await h.wait()
+        assert ["rested", "error: tool hang timed out after 30 s"] == tool_contents(
             model.last_messages
         )[:2]
         assert StopReason.COMPLETED == result.reason
 
     async def test_a_longer_timeout_after_a_shorter_one_is_not_cut_short(self) -> None:
         """A tool that runs past the previous tool's deadline, inside its own, finishes."""
+        slow = OnTheClock()
 
         async def quick() -> str:
             """Return at once."""
@@ -478,30 +550,42 @@ class TestToolTimeouts:
 
         async def past_the_first_deadline() -> str:
             """Sleep well past the first tool's timeout."""
-            await anyio.sleep(0.4)
+            await slow.take(60)
             return "rested"
 
         tools = [
-            function_tool(quick, timeout=0.2),  # 0.2 s for a call that takes microseconds
-            function_tool(past_the_first_deadline, timeout=60),
+            function_tool(quick, timeout=30),
+            function_tool(past_the_first_deadline, timeout=600),
         ]
         model = ScriptedModel(
             [calls([("quick", {}), ("past_the_first_deadline", {})]), done(), reply("ok")]
         )
-        result = await run_autonomous(builder(model, tools=tools), "go")
+        with anyio.fail_after(5):
+            async with start_autonomous(builder(model, tools=tools), "go", clock=slow.clock) as h:
+                await slow.begun()
+                await slow.advance(30, 30)  # through the first tool's deadline: the nap is over
+                result = await h.wait()
         assert ["quick", "rested"] == tool_contents(model.last_messages)[:2]
         assert StopReason.COMPLETED == result.reason
 
     async def test_each_timed_out_tool_of_a_turn_gets_its_own_deadline(self) -> None:
         """Two hung tools in one turn both time out, each after its own timeout."""
+        slow = OnTheClock()
         model = ScriptedModel([calls([("hang", {}), ("hang", {})]), done(), reply("ok")])
         with anyio.fail_after(5):
-            result = await run_autonomous(
-                builder(model, tools=[function_tool(hang)]), "go", tool_timeout=0.03
-            )
-        assert ["error: tool hang timed out after 0.03 s"] * 2 == tool_contents(
-            model.last_messages
-        )[:2]
+            async with start_autonomous(
+                builder(model, tools=[function_tool(slow.hang)]),
+                "go",
+                tool_timeout=30,
+                clock=slow.clock,
+            ) as h:
+                for _ in range(2):
+                    await slow.begun()
+                    await slow.advance(30)
+                result = await h.wait()
+        assert ["error: tool hang timed out after 30 s"] * 2 == tool_contents(model.last_messages)[
+            :2
+        ]
         assert StopReason.COMPLETED == result.reason
 
 
@@ -797,15 +881,23 @@ class TestPauseInRuns:
 
     async def test_a_pause_longer_than_pause_max_becomes_an_abort(self) -> None:
         """Nobody resumes within pause_max: the run ends aborted, saying why."""
+        clock = FakeClock()
         model = ScriptedModel([reply("one")], default=reply("never"))
         with anyio.fail_after(5):
-            result = await run_autonomous(
+            async with start_autonomous(
                 builder(model),
                 "go",
                 supervisor=lambda s: PauseRun("wait") if s.turn == 2 else None,
-                pause_max=0.05,
-            )
-        assert (StopReason.ABORTED, "paused longer than pause_max=0.05 s", 1) == (
+                pause_max=30,
+                clock=clock,
+            ) as h:
+                async for event in h.events():
+                    if type(event).__name__ == "Paused":
+                        break
+                await anyio.wait_all_tasks_blocked()  # parked: pause_max is running
+                clock.advance(30)
+                result = await h.wait()
+        assert (StopReason.ABORTED, "paused longer than pause_max=30 s", 1) == (
             result.reason,
             result.abort_reason,
             result.turns,
@@ -831,16 +923,24 @@ class TestSupervisorFailures:
 
     async def test_a_hung_supervisor_times_out_and_the_run_goes_on(self) -> None:
         """A supervisor past supervisor_timeout is abandoned; the turn still runs."""
+        slow = OnTheClock()
 
         async def supervisor(snapshot: SupervisorSnapshot) -> AbortRun:
-            await anyio.sleep_forever()
+            await slow.hang()
             return AbortRun("never")
 
         model = ScriptedModel([done(), reply("ok")])
         with structlog.testing.capture_logs() as logs, anyio.fail_after(5):
-            result = await run_autonomous(
-                builder(model), "go", supervisor=supervisor, supervisor_timeout=0.05
-            )
+            async with start_autonomous(
+                builder(model),
+                "go",
+                supervisor=supervisor,
+                supervisor_timeout=30,
+                clock=slow.clock,
+            ) as h:
+                await slow.begun()
+                await slow.advance(30)
+                result = await h.wait()
         assert StopReason.COMPLETED == result.reason
         assert ["supervisor_timeout"] == [
             e["event"] for e in logs if e["event"].startswith("supervisor")

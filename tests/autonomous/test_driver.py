@@ -22,6 +22,7 @@ from autonomous import (
     Tool,
     TurnTimeout,
     run_autonomous,
+    start_autonomous,
 )
 from autonomous.testing import FakeClock, ScriptedModel, call, calls, done, reply
 from eventlog import Event, EventKind, InboxDelivered, SessionRef
@@ -219,13 +220,22 @@ class TestRetryPolicy:
 
     async def test_per_turn_timeout_is_a_turn_error(self) -> None:
         """A turn outliving per_turn_timeout is a TurnTimeout for the retry policy."""
+        clock, asked = FakeClock(), anyio.Event()
 
         async def hang(messages: object, tools: object) -> ModelResponse:
+            asked.set()
             await anyio.sleep_forever()
             raise AssertionError("unreachable")
 
         model = ScriptedModel([hang])
-        result = await run_autonomous(builder(model), "go", per_turn_timeout=0.01)
+        # 30 s on the run's clock: one on real time would outlast the hang guard.
+        with anyio.fail_after(5):
+            async with start_autonomous(
+                builder(model), "go", per_turn_timeout=30, clock=clock
+            ) as h:
+                await asked.wait()
+                clock.advance(30)
+                result = await h.wait()
         assert StopReason.RETRY_POLICY_ABORTED == result.reason
         assert isinstance(result.error, TurnTimeout)
 

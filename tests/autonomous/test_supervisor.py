@@ -30,7 +30,7 @@ from autonomous._supervisor import (
     consult,
     steer_message,
 )
-from autonomous.testing import ScriptedModel, reply
+from autonomous.testing import FakeClock, ScriptedModel, reply
 
 pytestmark = pytest.mark.anyio
 
@@ -147,12 +147,24 @@ class TestConsult:
     async def test_a_hung_supervisor_times_out_and_fails_open(self) -> None:
         """A supervisor that never answers is cut off after the timeout."""
 
+        clock, asked = FakeClock(), anyio.Event()
+        decisions: list[SupervisorDecision | None] = []
+
         async def supervisor(snapshot: SupervisorSnapshot) -> SupervisorDecision:
+            asked.set()
             await anyio.sleep_forever()
             raise AssertionError("unreachable")
 
-        with structlog.testing.capture_logs() as logs:
-            assert None is await consult(supervisor, snap(), timeout=0.01)
+        async def ask() -> None:
+            decisions.append(await consult(supervisor, snap(), timeout=30, clock=clock))
+
+        # 30 s on the given clock: a timeout on real time would outlast the hang guard.
+        with structlog.testing.capture_logs() as logs, anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ask)
+                await asked.wait()
+                clock.advance(30)
+        assert [None] == decisions
         assert ["supervisor_timeout"] == [e["event"] for e in logs]
 
     async def test_a_wrong_return_type_fails_open(self) -> None:
