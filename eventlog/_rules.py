@@ -161,7 +161,7 @@ def is_finished(summary: SessionSummary) -> bool:
     reason = summary.stop_reason
     if reason in FINISHED_REASONS:
         return True
-    return summary.stopped and reason is not None and reason != "deferred"
+    return summary.stopped  # on purpose, by a checkpoint or a request (only force resumes it)
 
 
 def prunable(summary: SessionSummary, newest: datetime, before: datetime) -> bool:

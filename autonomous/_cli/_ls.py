@@ -14,8 +14,12 @@ from ._exits import Exit
 from ._times import cutoff, show_wake, since_arg
 
 #: The words ``ls`` shows for a session's state (what ``--status`` takes).
-STATUSES = ("running", "paused", "due", "deferred", "interrupted", "stopped", "failed", "completed")
+STATUSES = (
+    "running", "paused", "due", "deferred", "interrupted", "stopped", "budget", "aborted",
+    "failed", "completed",
+)  # fmt: skip
 _FAILED = {"retry_policy_aborted", "lease_lost"}
+_BUDGET = {"max_turns_exceeded", "max_tokens_exceeded", "max_cost_exceeded", "wallclock_exceeded"}
 
 
 def status_of(summary: SessionSummary, now: datetime) -> str:
@@ -34,7 +38,9 @@ def status_of(summary: SessionSummary, now: datetime) -> str:
         return "due" if wake is not None and wake <= now else "deferred"
     if reason == "completed":
         return "completed"
-    return "failed" if reason in _FAILED else "stopped"
+    if reason in _BUDGET:
+        return "budget"  # a budget ran out: resume with a larger one
+    return "failed" if reason in _FAILED else "aborted"
 
 
 def statuses_arg(text: str) -> list[str]:

@@ -22,7 +22,7 @@ _DESCRIPTION = (
 
 def cutoff_arg(text: str) -> float | datetime:
     """An argparse ``type=`` for ``--before``: a duration ago (``30d``, seconds) or an ISO date
-    or time (UTC unless it says otherwise), never in the future."""
+    or time (local unless it names its zone, as ``ls --since``), never in the future."""
     try:
         return parse_duration(text)
     except ValueError:
@@ -33,7 +33,8 @@ def cutoff_arg(text: str) -> float | datetime:
         raise argparse.ArgumentTypeError(
             f"{text!r} is neither a duration (30d, 12h, seconds) nor an ISO date (2026-01-31)"
         ) from None
-    moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    # a date without a zone is local time, as ls --since reads it
+    moment = moment if moment.tzinfo is not None else moment.astimezone()
     if moment > utcnow():
         raise argparse.ArgumentTypeError(f"{text!r} is in the future: give a past date")
     return moment.astimezone(UTC)

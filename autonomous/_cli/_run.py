@@ -200,7 +200,7 @@ async def _finish(
     if args.json:
         emit_json(summary)
     else:
-        _print_summary(summary, utc=args.utc)
+        _print_summary(summary, utc=args.utc, interrupted=signum is not None)
     if result is not None and (failure := await spec_hook(spec, summary)):
         print(f"warning: {failure}", file=sys.stderr, flush=True)
     if signum is not None:
@@ -248,7 +248,7 @@ def checkpoint_summary(key: SessionKey, cp: Any) -> dict[str, Any]:
     }
 
 
-def _print_summary(s: Mapping[str, Any], *, utc: bool) -> None:
+def _print_summary(s: Mapping[str, Any], *, utc: bool, interrupted: bool) -> None:
     """The end of a run, for people."""
     detail = f" ({s['done_detail']})" if s["done_detail"] else ""
     print(f"session   {s['session']}")
@@ -265,6 +265,21 @@ def _print_summary(s: Mapping[str, Any], *, utc: bool) -> None:
     if s["next_wake_at"]:
         wake = datetime.fromisoformat(s["next_wake_at"])
         print(f"next wake {show_wake(wake, utcnow(), utc=utc)}")
-    if s["reason"] not in (StopReason.COMPLETED.value,):
-        print(f"continue  autonomous resume {s['session']}   (or: autonomous daemon)")
+    hint = continue_hint(s["session"], s["reason"], interrupted=interrupted)
+    if hint:
+        print(f"continue  {hint}")
     sys.stdout.flush()
+
+
+def continue_hint(session: str, reason: str, *, interrupted: bool) -> str:
+    """How to go on with a session that stopped for ``reason`` ("" when it completed)."""
+    resume = f"autonomous resume {session}"
+    if reason == StopReason.COMPLETED:
+        return ""
+    if reason == StopReason.DEFERRED:
+        return f"{resume}   (or leave it to `autonomous daemon`, which resumes it when due)"
+    if reason == StopReason.CONTEXT_CANCELLED:
+        return resume if interrupted else f"{resume} --force   (it was stopped on purpose)"
+    if for_reason(reason) is Exit.BUDGET:
+        return f"{resume} --max-turns N / --max-cost USD / --max-wallclock 1h (a larger budget)"
+    return resume

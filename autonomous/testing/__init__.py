@@ -12,7 +12,7 @@ model by raising :class:`ConversationRejected`. Both record the refusal and hand
 innermost :func:`watch_rejections` block, so a suite can fail every test that caused one.
 
 Map:
-    __init__.py   ScriptedModel and its steps (reply, call, fail ...), FakeClock
+    __init__.py   ScriptedModel and its steps (reply, call, calls, done), FakeClock
     _server.py    ScriptedServer, the scripted OpenAI-compatible HTTP server
     _steps.py     the steps the server plays (reply, call, error, hang ...) and their bodies
     _rules.py     what OpenAI refuses in a request (both check it)

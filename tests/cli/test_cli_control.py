@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from autonomous._cli._run import continue_hint
+
 from .conftest import ENV, Background, cli, session_events, write_spec
 
 DEFERRING = '[scheduler]\nkind = "exit"\n'
@@ -69,6 +71,30 @@ class TestStopSticks:
         run.proc.send_signal(signal.SIGINT)
         assert 130 == run.finish()
         assert "interrupted" == status(agent_dir, "i1")
+        assert "continue  autonomous resume tests/tester/i1" in run.stdout()
+        assert "--force" not in run.stdout()
+
+
+class TestContinueHint:
+    """What the end of a run says to do next."""
+
+    @pytest.mark.parametrize(
+        ("reason", "interrupted", "says"),
+        [
+            ("completed", False, ""),
+            ("deferred", False, "autonomous daemon"),
+            ("context_cancelled", True, "autonomous resume a/u/s"),
+            ("context_cancelled", False, "--force"),
+            ("max_turns_exceeded", False, "--max-turns"),
+            ("retry_policy_aborted", False, "autonomous resume a/u/s"),
+        ],
+    )
+    def test_the_hint_fits_the_stop(self, reason: str, interrupted: bool, says: str) -> None:
+        """A signal's stop resumes as it is; a stop request needs --force; a budget more."""
+        hint = continue_hint("a/u/s", reason, interrupted=interrupted)
+        assert (says in hint) if says else hint == ""
+        if reason == "context_cancelled" and interrupted:
+            assert "--force" not in hint
 
 
 class TestPauseSticks:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +104,13 @@ class TestPrune:
         result = prune_json(finished, "--before", "2000-01-01")
 
         assert ("2000-01-01T00:00:00+00:00", 0) == (result["before"], result["sessions"])
+
+    def test_a_date_without_a_zone_is_local_time(self, finished: Path) -> None:
+        """As ``ls --since`` reads it: midnight in UTC+05:30 is 18:30 UTC the day before."""
+        done = cli(finished, "prune", "--before", "2000-01-01", "--json", env={"TZ": "IST-05:30"})
+        assert 0 == done.returncode, done.stderr
+        before = json.loads(done.stdout)["before"]
+        assert datetime.fromisoformat(before) == datetime(1999, 12, 31, 18, 30, tzinfo=UTC)
 
     @pytest.mark.parametrize("text", ["soon", "2999-01-01"])
     def test_bad_cut_off_is_a_usage_error(self, finished: Path, text: str) -> None:

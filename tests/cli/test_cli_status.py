@@ -27,6 +27,14 @@ class TestStatusOf:
         stopped = attrs.evolve(BASE, stop_reason="context_cancelled", stopped=True)
         assert "stopped" == status_of(stopped, NOW)
 
+    def test_a_budget_stop_and_an_abort_are_not_stopped(self) -> None:
+        """Only an operator's stop is 'stopped' (resume refuses it without --force); a budget
+        that ran out and an abort say so."""
+        for reason in ("max_turns_exceeded", "max_tokens_exceeded", "wallclock_exceeded"):
+            assert "budget" == status_of(attrs.evolve(BASE, stop_reason=reason), NOW)
+        assert "aborted" == status_of(attrs.evolve(BASE, stop_reason="aborted"), NOW)
+        assert "failed" == status_of(attrs.evolve(BASE, stop_reason="lease_lost"), NOW)
+
 
 class TestHolderGone:
     def test_a_zombie_holder_is_gone(self) -> None:

@@ -11,6 +11,7 @@ import pytest
 from eventlog import (
     AssistantMessage,
     Checkpoint,
+    Control,
     Event,
     EventLog,
     InboxQueued,
@@ -100,6 +101,7 @@ class TestPruneFinished:
             {"stop_reason": "retry_policy_aborted"},
             {"stop_reason": "aborted"},
             {"stop_reason": "context_cancelled", "stopped": True},
+            {"stop_reason": "deferred", "stopped": True},  # stopped during a sleep
         ],
     )
     async def test_finished_stop_reasons(self, store: EventLog, clock, fields: Any) -> None:
@@ -115,7 +117,6 @@ class TestPruneFinished:
         [
             {},  # still running, or crashed: interrupted
             {"stop_reason": "deferred", "next_wake_at": datetime(2000, 1, 1)},
-            {"stop_reason": "deferred", "stopped": True},
             {"stop_reason": "context_cancelled"},  # its caller cancelled it: interrupted
             {"stop_reason": "lease_lost"},
         ],
@@ -129,6 +130,20 @@ class TestPruneFinished:
 
         assert (0, 0) == (result.sessions, result.events)
         assert events == await store.read(DONE)
+
+    async def test_a_stop_request_to_a_sleeping_session_finishes_it(
+        self, store: EventLog, clock
+    ) -> None:
+        """A deferred session stopped while it slept (no run wrote a checkpoint since) is
+        stopped for good: prune takes it."""
+        await store.append(
+            [
+                *history(DONE, old(clock), stop_reason="deferred"),
+                Event.create(DONE, Control("stop"), at=old(clock)),
+            ]
+        )
+        result = await store.prune(cut(clock))
+        assert [DONE] == [pruned.key for pruned in result.pruned]
 
     async def test_sessions_newer_than_the_cut_off_are_kept(self, store: EventLog, clock) -> None:
         """A session that finished after the cut-off keeps all its events."""
