@@ -26,7 +26,9 @@ class Shutdown:
 
     The handlers are plain ``signal.signal`` ones, installed for the whole command (before the
     event loop starts and after it ends, when asyncio's own would have put the defaults back):
-    a signal during start-up or teardown is recorded, never a ``KeyboardInterrupt``.
+    a signal during start-up or teardown is recorded, never a ``KeyboardInterrupt``. Two
+    different signals that arrive before the interpreter handles the first are handled in
+    signal-number order (CPython's), so the status is then SIGINT's.
     """
 
     signum: int | None = None

@@ -189,7 +189,8 @@ class TestSecondSignal:
 
     @pytest.mark.parametrize("attempt", range(8))
     def test_two_signals_1ms_apart(self, agent_dir: Path, attempt: int) -> None:
-        """No hang, no traceback, one final checkpoint, the first signal's status."""
+        """No hang, no traceback, one final checkpoint, the interrupted status (the first
+        signal's, when it was handled before the second arrived)."""
         write_spec(agent_dir, "loop", "looping")
         first, second = [
             (signal.SIGINT, signal.SIGINT),
@@ -207,7 +208,9 @@ class TestSecondSignal:
         finally:
             run.kill()
         stderr = "\n".join(run.lines["stderr"])
-        assert 128 + first == code, stderr
+        # Two signals that both arrive before the process handles either are run by CPython in
+        # signal-number order: SIGINT's handler first, so the status is then 130.
+        assert code in (128 + first, 130), stderr
         assert "Traceback" not in stderr and "Exception ignored" not in stderr, stderr
         assert 1 == len(final_checkpoints(agent_dir, f"x{attempt}"))
         assert "interrupted" == status(agent_dir, f"x{attempt}")
