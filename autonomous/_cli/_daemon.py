@@ -42,7 +42,7 @@ from ._durations import duration_arg
 from ._exits import for_signal
 from ._hooks import spec_hook
 from ._jsonlines import Report, json_lines_logging, reporter
-from ._run import checked_spec, refusals, result_summary
+from ._run import refusals, result_summary
 from ._signals import until_signal
 from ._spec import AgentSpec
 
@@ -181,10 +181,9 @@ class Daemon:
     async def _run(self, summary: Summary) -> tuple[AgentSpec, RunResult]:
         """Load the session's spec and resume it with the spec's options."""
         key = summary.key
-        recorded = await spec_of_session(self._log, key)
-        # as strict as `run`: a spec edited into errors, an ask gate (no terminal here) or an
-        # unpriced cost cap is a failure reported once, not a run
-        spec = checked_spec(recorded.path, recorded.model, interactive=False)
+        # as strict as `run`: a spec edited into errors (spec_of_session validates it), an ask
+        # gate (no terminal here) or an unpriced cost cap is a failure reported once, not a run
+        spec = await spec_of_session(self._log, key)
         await prepare_litellm(spec)
         options = spec.run_options()
         refusals(spec, options, None)

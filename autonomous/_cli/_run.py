@@ -54,16 +54,11 @@ def add_budget_overrides(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def checked_spec(
-    path: str | os.PathLike[str], model: str | None = None, *, interactive: bool | None = None
-) -> AgentSpec:
+def checked_spec(path: str | os.PathLike[str], model: str | None = None) -> AgentSpec:
     """The spec at ``path`` as strict as ``validate``: every error at once, or a CliError.
-    ``model`` (a ``--model`` override) replaces the file's model after the checks;
-    ``interactive`` (default: standard input is a terminal) says whether ``ask`` can ask."""
-    if interactive is None:
-        interactive = sys.stdin.isatty()
+    ``model`` (a ``--model`` override) replaces the file's model after the checks."""
     with cli_errors():
-        spec = validated_spec(path, interactive=interactive)
+        spec = validated_spec(path, interactive=sys.stdin.isatty())
     return attrs.evolve(spec, model=model) if model else spec
 
 
@@ -132,12 +127,8 @@ async def cmd_resume(args: argparse.Namespace) -> int:
     async with open_log(args) as log:
         key = await resolve_session(log, args.session)
         await _refuse_stopped(log, key, force=args.force)
-        if args.spec:
-            checked_spec(args.spec)  # as strict as validate before it is recorded
-        recorded = await (
-            adopt_spec(log, key, args.spec) if args.spec else spec_of_session(log, key)
-        )
-        spec = checked_spec(recorded.path, recorded.model)
+        # both as strict as validate (a spec with errors is never recorded nor run)
+        spec = await (adopt_spec(log, key, args.spec) if args.spec else spec_of_session(log, key))
         await prepare_litellm(spec)
         options = _options(spec, args)
         ref = SessionRef(log=log, app=key.app, user=key.user, session_id=key.session_id)
