@@ -11,7 +11,9 @@ import pytest
 
 from .support.loop_guard import LoopGuard, unawaited_after_collection
 
-# Imported so pytest finds the autouse fixture for every test of the suite.
+# Imported so pytest finds them for every test of the suite: the autouse request check, and
+# the fresh PostgreSQL schema of the postgres-marked tests.
+from .support.postgres import pg_dsn  # noqa: F401
 from .support.well_formed import every_request_is_one_openai_accepts  # noqa: F401
 
 pytest_plugins = ["pytester"]  # tests/test_loop_guard.py runs the guard on failing tests

@@ -2,6 +2,7 @@
 
 Map:
     litellm_http.py   calling models through litellm's real HTTP path against a ScriptedServer
+    postgres.py       a fresh PostgreSQL schema per test (pg_dsn); CI never skips for want of one
     loop_guard.py     what event loops reported during a test (the root conftest fails on it)
     well_formed.py    the autouse fixture failing a test that sent a request OpenAI would refuse
 """
