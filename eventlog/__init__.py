@@ -3,7 +3,7 @@
 Map:
     _events.py   the event envelope and one frozen payload class per kind
     _codec.py    JSON through one private cattrs converter, schema version checks
-    _store.py    the EventLog protocol, SessionRef, leases, session summaries, prune results
+    _store.py    the EventLog protocol, SessionRef, leases, claims, session summaries, prune results
     _memory.py   MemoryEventLog: in-process, not durable
     _sqlite.py   SqliteEventLog: aiosqlite, WAL, one transaction per write, lease rows
     _sqlite_tx.py  what runs inside those transactions: inserts, the lease fence, migration
@@ -51,6 +51,7 @@ from ._memory import MemoryEventLog
 from ._rules import process_alive
 from ._sqlite import SqliteEventLog
 from ._store import (
+    Claim,
     Clock,
     EventLog,
     Lease,
@@ -65,6 +66,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "AssistantMessage",
     "Checkpoint",
+    "Claim",
     "Clock",
     "Control",
     "CorruptEvent",

@@ -92,6 +92,15 @@ class SessionSummary:
 
 
 @attrs.frozen
+class Claim:
+    """A due session taken by :meth:`EventLog.claim_due`: the session as it was claimed, and
+    the claimer's lease on it (a new, larger epoch)."""
+
+    summary: SessionSummary
+    lease: Lease
+
+
+@attrs.frozen
 class PrunedSession:
     """One session :meth:`EventLog.prune` removed events of (or would, in a dry run).
 
