@@ -44,6 +44,12 @@ class Watch:
         await self._changed.wait()
         self._changed.clear()
 
+    @property
+    def woken(self) -> bool:
+        """Whether something changed that no :meth:`wait` has returned for yet (a wait now
+        would return at once)."""
+        return self._changed.is_set()
+
     def wake(self) -> None:
         """Make the next (or the pending) :meth:`wait` return."""
         self._changed.set()
@@ -64,6 +70,8 @@ class Listener:
         self._task: asyncio.Task[None] | None = None
         self._listening = asyncio.Event()  # set once LISTEN ran, or the first connect failed
         self._failure: BaseException | None = None
+        #: How many times a connection began listening (more than once: it reconnected).
+        self.connections = 0
 
     @contextlib.contextmanager
     def watch(self, key: SessionKey | None) -> Iterator[Watch]:
@@ -107,6 +115,7 @@ class Listener:
                     if listened:  # a reconnect: what changed while it was down is not known
                         self._wake_all()
                     listened = True
+                    self.connections += 1
                     self._listening.set()
                     delay = RECONNECT_FIRST
                     await self._dispatch(conn)
