@@ -387,7 +387,7 @@ class TestWatch:
                 await admin.execute(
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                     " WHERE query LIKE %s AND pid <> pg_backend_pid()",
-                    (f'LISTEN "{log._channel}"',),
+                    (f'LISTEN "{log.channel}"',),
                 )
             listener = log._listener
             assert listener is not None
