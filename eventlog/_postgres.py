@@ -106,6 +106,7 @@ class PostgresEventLog:
         """Close the listener and the pool; idempotent. A closed log refuses every call."""
         if self._db.closed:
             return
+        self._db.closed = True  # first: no watch may start a listener while this closes
         with anyio.CancelScope(shield=True):  # bounded: the operations in flight, then close
             listener, self._listener = self._listener, None
             if listener is not None:

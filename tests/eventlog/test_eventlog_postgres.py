@@ -274,6 +274,16 @@ class TestText:
         assert [] == await log.read(SessionKey("a", "\x10", "s"))
 
 
+class TestWideNumbers:
+    """The summary's columns hold what a checkpoint may say (SQLite's integers are 64-bit)."""
+
+    async def test_turns_past_32_bits(self, log: PostgresEventLog) -> None:
+        """A checkpoint of 2**40 turns is stored and summarised (a 32-bit column refused it)."""
+        event = Event.create(A, Checkpoint(2**40, 2**41, 5, 0.25, "go on"))
+        await log.append([event])
+        assert [2**40] == [summary.turns for summary in await log.sessions()]
+
+
 class TestServerErrors:
     """A server that cannot be reached: StoreUnavailable naming the DSN, password masked."""
 
