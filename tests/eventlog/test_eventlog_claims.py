@@ -21,6 +21,7 @@ from eventlog import (
     EventLog,
     LeaseHolder,
     LeaseLost,
+    PostgresEventLog,
     SessionKey,
     SessionLocked,
     SqliteEventLog,
@@ -333,12 +334,19 @@ class TestTwoClaimers:
         assert [] == await claim(store, clock, holder("one"), limit=3)
 
 
-@pytest.fixture(params=["sqlite"])
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 async def two_logs(
     request: pytest.FixtureRequest, db_path: Path, clock: FakeClock
 ) -> AsyncIterator[tuple[EventLog, EventLog]]:
-    """Two logs of one store on one database, each with its own connection."""
-    first, second = SqliteEventLog(db_path, clock=clock), SqliteEventLog(db_path, clock=clock)
+    """Two logs of one store on one database, each with its own connections."""
+    first: SqliteEventLog | PostgresEventLog
+    second: SqliteEventLog | PostgresEventLog
+    if request.param == "sqlite":
+        first, second = SqliteEventLog(db_path, clock=clock), SqliteEventLog(db_path, clock=clock)
+    else:
+        dsn = request.getfixturevalue("pg_dsn")
+        first = PostgresEventLog(dsn, clock=clock, max_size=4)
+        second = PostgresEventLog(dsn, clock=clock, max_size=4)
     async with first, second:
         yield first, second
 
