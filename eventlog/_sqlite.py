@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import socket
@@ -440,10 +439,10 @@ class SqliteEventLog:
         try:
             found = await worker.on_thread(db, set_up)
         except BaseException:
-            await _close_quietly(db, forget_exit)
+            await worker.close_quietly(db, forget_exit)
             raise
         if found != str(sql.STORE_VERSION):
-            await _close_quietly(db, forget_exit)
+            await worker.close_quietly(db, forget_exit)
             raise StoreUnavailable(
                 errors.version_problem(self._path, found, read_only=set_up == self._look)
             )
@@ -487,7 +486,7 @@ class SqliteEventLog:
         forget_exit = None
         if self._db is db:
             self._db, forget_exit, self._forget_exit = None, self._forget_exit, None
-        await _close_quietly(db, forget_exit)
+        await worker.close_quietly(db, forget_exit)
 
     def _forget_exit_hook(self) -> None:
         if self._forget_exit is not None:
@@ -496,11 +495,3 @@ class SqliteEventLog:
 
     def _unavailable(self, action: Action, exc: sqlite3.Error) -> StoreUnavailable:
         return errors.unavailable(self._path, action if isinstance(action, str) else action(), exc)
-
-
-async def _close_quietly(db: aiosqlite.Connection, forget_exit: Callable[[], None] | None) -> None:
-    """Close a connection that failed, whatever else goes wrong (shielded: it is bounded)."""
-    with anyio.CancelScope(shield=True), contextlib.suppress(sqlite3.Error):
-        await db.close()
-    if forget_exit is not None:
-        forget_exit()

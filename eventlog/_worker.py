@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import TypeVar, cast
 
 import aiosqlite
+import anyio
 
 T = TypeVar("T")
 
@@ -107,3 +108,12 @@ def transaction(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], T
 def in_transaction(work: Callable[[sqlite3.Connection], T]) -> Callable[[sqlite3.Connection], T]:
     """``work`` made to run as one transaction (see :func:`transaction`)."""
     return functools.partial(transaction, work=work)
+
+
+async def close_quietly(db: aiosqlite.Connection, forget_exit: Callable[[], None] | None) -> None:
+    """Close a connection that failed, whatever else goes wrong (shielded: it is bounded), then
+    cancel its close at exit (``forget_exit``, from :func:`connect`)."""
+    with anyio.CancelScope(shield=True), contextlib.suppress(sqlite3.Error):
+        await db.close()
+    if forget_exit is not None:
+        forget_exit()
