@@ -382,13 +382,15 @@ class SqliteEventLog:
             what = action if isinstance(action, str) else action()
             raise StoreUnavailable(f"event log {self._path} is read-only: cannot {what}")
         try:
-            return await worker.on_thread(db, work)
-        except Exception as exc:
-            if worker.stuck_in_transaction(db):  # its rollback failed: start over with a new one
+            try:
+                return await worker.on_thread(db, work)
+            except worker.StuckTransaction as stuck:  # start over with a new connection
                 await self._drop(db)
-            if isinstance(exc, sqlite3.Error):
-                raise self._unavailable(action, exc) from exc
-            raise
+                failure = stuck.__cause__
+                assert failure is not None  # StuckTransaction is always raised from one
+                raise failure from None
+        except sqlite3.Error as exc:
+            raise self._unavailable(action, exc) from exc
 
     async def _connection(self, action: Action) -> aiosqlite.Connection:
         """The open connection, opened now if need be; sqlite errors become ours here."""

@@ -83,24 +83,28 @@ async def on_thread(db: aiosqlite.Connection, work: Callable[[sqlite3.Connection
     return result
 
 
-def stuck_in_transaction(db: aiosqlite.Connection) -> bool:
-    """Whether ``db`` is still in a transaction (its rollback failed); a closed one is not."""
-    try:
-        return db.in_transaction
-    except ValueError:  # aiosqlite: no active connection
-        return False
+class StuckTransaction(Exception):
+    """A transaction failed and so did its rollback: the connection is still inside it and
+    must be closed. The failure itself is the ``__cause__``."""
 
 
 def transaction(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
-    """``work(conn)`` in ``BEGIN IMMEDIATE ... COMMIT``, rolled back if it raises."""
+    """``work(conn)`` in ``BEGIN IMMEDIATE ... COMMIT``, rolled back if it raises.
+
+    Whether the rollback left the connection clean is told here, on the connection's thread,
+    in the same trip (:class:`StuckTransaction`): looked at later from the event loop, the
+    connection may already be inside the next queued transaction.
+    """
     conn.execute("BEGIN IMMEDIATE")
     try:
         result = work(conn)
         conn.execute("COMMIT")
-    except BaseException:
+    except BaseException as exc:
         if conn.in_transaction:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
+        if conn.in_transaction and isinstance(exc, Exception):
+            raise StuckTransaction("the transaction's rollback failed") from exc
         raise
     return result
 

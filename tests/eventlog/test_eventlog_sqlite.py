@@ -10,9 +10,11 @@ import sqlite3
 import struct
 import subprocess
 import sys
+import threading
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import anyio
 import attrs
@@ -334,6 +336,59 @@ class TestTransactions:
             await log.append_and_release(batch(turn=2), lease)
             counts.append(wal_commits(db_path))
         assert [1, 0, 1] == [b - a for a, b in itertools.pairwise(counts)]
+
+    async def test_a_failed_write_leaves_the_next_ones_transaction_alone(
+        self, db_path: Path, clock, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A write that failed cleanly (its transaction rolled back) keeps the connection, even
+        when the next queued write is already inside its own transaction on the thread: the
+        failed one must not mistake that for its own stuck transaction and close the
+        connection under it (seen with two daemons on one file)."""
+        from eventlog import _sqlite_tx
+
+        real_insert = _sqlite_tx.insert
+        go = threading.Event()
+        waited: list[bool] = []
+
+        def held_insert(conn: sqlite3.Connection, **rows: Any) -> Any:
+            waited.append(go.wait(5))  # inside the next write's transaction, on the thread
+            return real_insert(conn, **rows)
+
+        async with SqliteEventLog(db_path, clock=clock) as log:
+            await log.acquire_lease(A, LeaseHolder("h", 1, "first"), ttl=30)
+            connection = log._db
+            monkeypatch.setattr(_sqlite_tx, "insert", held_insert)
+
+            async def refused() -> None:
+                with pytest.raises(SessionLocked):
+                    await log.acquire_lease(A, LeaseHolder("h", 2, "second"), ttl=30)
+                go.set()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(refused)
+                tg.start_soon(log.append, batch())
+            assert (waited, log._db) == ([True], connection)
+            assert 1 == len(await log.read(A, kinds=[EventKind.CHECKPOINT]))
+
+    def test_a_failed_rollback_is_told_on_the_thread(self) -> None:
+        """A transaction whose rollback fails too says so where it ran (StuckTransaction, the
+        failure as its cause), so the log drops that connection and no other."""
+        from eventlog import _worker
+
+        class Unrollable:
+            in_transaction = False
+
+            def execute(self, statement: str) -> None:
+                if statement == "ROLLBACK":
+                    raise sqlite3.OperationalError("disk I/O error")
+                self.in_transaction = statement == "BEGIN IMMEDIATE"
+
+        def fails(conn: Any) -> None:
+            raise LeaseLost("s", "taken over")
+
+        with pytest.raises(_worker.StuckTransaction) as caught:
+            _worker.transaction(Unrollable(), fails)  # type: ignore[arg-type]
+        assert isinstance(caught.value.__cause__, LeaseLost)
 
     async def test_epochs_go_on_after_reopening(self, db_path: Path, clock) -> None:
         """A released lease's epoch is kept in the file: the next holder, in another log on
