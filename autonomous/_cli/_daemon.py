@@ -41,6 +41,7 @@ import attrs
 from anyio.abc import TaskGroup
 
 from eventlog import (
+    SCHEMA_VERSION,
     Checkpoint,
     Claim,
     Event,
@@ -50,6 +51,7 @@ from eventlog import (
     LeaseLost,
     SessionKey,
     SessionRef,
+    UnknownSchemaVersion,
 )
 from eventlog import SessionSummary as Summary
 from scheduler import Clock, SystemClock
@@ -282,14 +284,22 @@ class Daemon:
         """Load the session's spec and resume it on the claimed lease, with the spec's options."""
         key = summary.key
         # as strict as `run`: a spec edited into errors (spec_of_session validates it), an ask
-        # gate (no terminal here) or an unpriced cost cap is a failure reported once, not a run
-        spec = await spec_of_session(self._log, key)
-        await prepare_litellm(spec)
-        options = spec.run_options()
-        refusals(spec, options, None)
-        ref = SessionRef(log=self._log, app=key.app, user=key.user, session_id=key.session_id)
-        build = spec.build_function(ref)
-        return spec, await resume_autonomous(build, ref, lease=adopted, **options)
+        # gate (no terminal here) or an unpriced cost cap is a failure reported once, not a run;
+        # so is a spec that is not the session's (another worker may have it) and a session a
+        # newer schema wrote (a newer worker can run it)
+        try:
+            spec = await spec_of_session(self._log, key, changed="refuse")
+            await prepare_litellm(spec)
+            options = spec.run_options()
+            refusals(spec, options, None)
+            ref = SessionRef(log=self._log, app=key.app, user=key.user, session_id=key.session_id)
+            build = spec.build_function(ref)
+            return spec, await resume_autonomous(build, ref, lease=adopted, **options)
+        except UnknownSchemaVersion as exc:
+            raise CliError(
+                f"session {key} has events of a newer event schema than this worker reads "
+                f"(version {SCHEMA_VERSION}): {exc}; this worker leaves it to an upgraded one"
+            ) from exc
 
     async def _hand_back(self, summary: Summary, adopted: AdoptedLease) -> None:
         """After a shutdown stopped a run: make the session due again, where it stopped

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import inspect
 import json
 import signal
@@ -20,12 +21,13 @@ import attrs
 import pytest
 
 from autonomous import run_autonomous
-from autonomous._cli._common import CliError, open_log, record_spec
+from autonomous._cli._common import SPEC_NOTE, CliError, open_log, record_spec
 from autonomous._cli._daemon import Daemon
 from autonomous._cli._exits import Exit
 from autonomous._cli._spec_reader import load_spec
 from autonomous._remote import send_control, send_inject
 from eventlog import (
+    SCHEMA_VERSION,
     Checkpoint,
     Claim,
     Event,
@@ -33,6 +35,7 @@ from eventlog import (
     Lease,
     LeaseHolder,
     MemoryEventLog,
+    Note,
     SessionKey,
     SqliteEventLog,
     StoreUnavailable,
@@ -41,7 +44,7 @@ from eventlog import (
 from scheduler import FakeClock
 
 from ..autonomous.test_keeper_watch import NOTIFYING, FakeWatch
-from .conftest import Background, cli, write_spec
+from .conftest import Background, cli, session_events, write_spec
 
 DEFERRING = '[scheduler]\nkind = "exit"\n'
 
@@ -207,7 +210,7 @@ async def until(condition: Callable[[], Awaitable[bool] | bool]) -> None:
 class Fleet:
     """One in-process daemon on a FleetLog and a FakeClock, and what it reported."""
 
-    log: FleetLog
+    log: Any  # a FleetLog (a WatchedFleetLog), or a SqliteEventLog
     clock: FakeClock
     daemon: Daemon
     reports: list[tuple[str, dict[str, Any]]]
@@ -227,13 +230,23 @@ class Fleet:
 
 
 async def deferred_fleet(
-    agent_dir: Path, ids: Sequence[str], *, watched: bool = False, poll: float = 10
+    agent_dir: Path,
+    ids: Sequence[str],
+    *,
+    watched: bool = False,
+    poll: float = 10,
+    sqlite: Path | None = None,
 ) -> Fleet:
     """Sessions of the spec ``later`` (deferring, then looping until an inbox message), each
-    deferred once, and a daemon (not started) whose clock is past their wake times."""
+    deferred once, and a daemon (not started) whose clock is past their wake times; on a
+    FleetLog, or on a SQLite file (the caller closes it)."""
     spec = load_spec(write_spec(agent_dir, "later", "deferring_then_looping", extra=DEFERRING))
     clock = FakeClock()
-    log = (WatchedFleetLog if watched else FleetLog)(clock)
+    log: Any
+    if sqlite is not None:
+        log = SqliteEventLog(sqlite, clock=clock.now)
+    else:
+        log = (WatchedFleetLog if watched else FleetLog)(clock)
     wake = clock.now()
     for session_id in ids:
         ref = spec.session_ref(log, session_id)
@@ -463,3 +476,93 @@ class TestOnPostgres:
         assert 0 == cli(agent_dir, "inject", "k1", "finish now", env=on_postgres).returncode
         assert 0 == run.finish(timeout=30)
         assert {"k1": "completed"} == statuses(agent_dir, on_postgres)
+
+
+def spec_data(events: Sequence[Event]) -> list[dict[str, Any]]:
+    """The data of each spec note among ``events``."""
+    return [
+        dict(e.payload.data)
+        for e in events
+        if isinstance(e.payload, Note) and e.payload.text == SPEC_NOTE
+    ]
+
+
+class TestSpecIdentity:
+    """Checkpoints and the spec note record what ran; a worker that cannot run a session
+    (another spec, a newer schema) says so once and leaves it."""
+
+    @pytest.mark.anyio
+    async def test_the_note_and_every_checkpoint_record_the_spec_digest(
+        self, in_process: Path
+    ) -> None:
+        """The spec note holds the file's SHA-256, and each checkpoint of the run the same."""
+        fleet = await deferred_fleet(in_process, ["i1"])
+        digest = "sha256:" + hashlib.sha256((in_process / "later.toml").read_bytes()).hexdigest()
+        events = await fleet.log.read(key_of("i1"))
+        assert [digest] == [d["digest"] for d in spec_data(events)]
+        versions = {e.payload.agent_version for e in events if isinstance(e.payload, Checkpoint)}
+        assert {digest} == versions
+
+    @pytest.mark.anyio
+    async def test_a_worker_whose_spec_differs_refuses_once_and_leaves_it(
+        self, in_process: Path
+    ) -> None:
+        """The spec file here is not the one the session recorded: one failed report naming
+        the session and why, no turn, the lease released at once for another worker."""
+        fleet = await deferred_fleet(in_process, ["i2"])
+        spec = in_process / "later.toml"
+        spec.write_text(spec.read_text().replace("You are a test agent.", "You are another."))
+        before = len(await fleet.log.read(key_of("i2")))
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(fleet.daemon.serve)
+            await until(lambda: bool(fleet.events("failed")))
+            fleet.clock.advance(10)  # another poll: the failure is not reported again
+            await until(lambda: fleet.log.calls["claim_due"] >= 2)
+            tg.cancel_scope.cancel()
+        (failed,) = fleet.events("failed")
+        assert "tests/tester/i2" == failed["session"]
+        assert "differs" in failed["error"] and "--spec" in failed["error"], failed["error"]
+        assert before == len(await fleet.log.read(key_of("i2")))
+        assert [None] == [s.holder for s in await fleet.log.sessions()]
+
+    @pytest.mark.anyio
+    async def test_a_session_of_a_newer_schema_is_refused_once_and_left(
+        self, in_process: Path
+    ) -> None:
+        """An event written by a newer schema: one failed report naming the session and the
+        schema, nothing written, the lease let go."""
+        fleet = await deferred_fleet(in_process, ["i3"], sqlite=in_process / "runs.db")
+        key = key_of("i3")
+        async with fleet.log:
+            await self._refused_as_newer(fleet, key)
+
+    async def _refused_as_newer(self, fleet: Fleet, key: SessionKey) -> None:
+        newer = Event.create(key, Note("from the future", {}), author="v2 worker")
+        await fleet.log.append([attrs.evolve(newer, v=SCHEMA_VERSION + 1)])
+        before = await fleet.log.count(key)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(fleet.daemon.serve)
+            await until(lambda: bool(fleet.events("failed")))
+            tg.cancel_scope.cancel()
+        (failed,) = fleet.events("failed")
+        assert "tests/tester/i3" == failed["session"]
+        assert "newer event schema" in failed["error"], failed["error"]
+        assert before == await fleet.log.count(key)
+        assert [None] == [s.holder for s in await fleet.log.sessions()]
+
+    def test_resume_runs_an_edited_spec_and_records_it(self, agent_dir: Path) -> None:
+        """``resume`` (an operator's choice) runs the spec as the file is now and records its
+        new digest, so the daemons follow."""
+        spec = write_spec(agent_dir, "later", "deferring", extra=DEFERRING)
+        assert 10 == cli(agent_dir, "run", "later.toml", "--session", "e1", "-q").returncode
+        spec.write_text(spec.read_text().replace("You are a test agent.", "You are another."))
+        time.sleep(1.1)
+        done = cli(agent_dir, "resume", "e1", "-q")
+        assert 0 == done.returncode, done.stderr
+        digests = [
+            e["payload"]["data"].get("digest")
+            for e in session_events(agent_dir, "e1")
+            if e["kind"] == "note" and e["payload"]["text"] == SPEC_NOTE
+        ]
+        now = "sha256:" + hashlib.sha256(spec.read_bytes()).hexdigest()
+        assert (2, now) == (len(digests), digests[-1]), digests
