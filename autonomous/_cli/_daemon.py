@@ -37,6 +37,7 @@ from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 
 import anyio
+import anyio.lowlevel
 import attrs
 from anyio.abc import TaskGroup
 
@@ -125,6 +126,9 @@ class Daemon:
         self._paused: set[SessionKey] = set()  # reported paused, not run until unpaused
         self._ran: set[SessionKey] = set()  # with ``once``: what this pass ran already
         self._freed = anyio.Event()  # set when a run ends: a slot for a waiting session
+        # The last pass only let claims go: its own notifications must not end the next pause
+        # (it would claim the same sessions again at once, and again).
+        self._churned = False
 
     async def serve(self) -> None:
         """Claim and resume until cancelled; with ``once``, what is due now (in turn when
@@ -150,25 +154,37 @@ class Daemon:
         now = self._clock.now()
         ahead = 0.0 if self._once else self._poll
         skip = len(self._failed) + len(self._ran)  # claimed only to be let go again
-        claims = await self._log.claim_due(
-            now + timedelta(seconds=ahead),
-            self._holder,
-            self._ttl,
-            limit=free + skip,
-            interrupted=self._crashed,
-        )
+        claims = await self._claim_due(now + timedelta(seconds=ahead), free + skip)
+        started = 0
         for claim in claims:
             key = claim.summary.key
             if self._failed.get(key) == claim.summary.checkpoint_seq or key in self._ran:
-                await self._release(claim.lease.key, AdoptedLease(claim.lease))
+                await self._release(key, AdoptedLease(claim.lease))
             elif len(self._held) < self._max:
                 self._start(runs, claim)
+                started += 1
             else:  # more came than the slots (the skipped ones were not among them)
                 await self._release(key, AdoptedLease(claim.lease))
+        self._churned = bool(claims) and not started
         if len(claims) < free + skip:  # every due session is taken: some may be paused
             await self._report_paused(now + timedelta(seconds=ahead))
             return False
         return True
+
+    async def _claim_due(self, now: datetime, limit: int) -> list[Claim]:
+        """The store's claim, shielded so that its result is known: on a shutdown meanwhile,
+        what it took is released at once rather than left to expire."""
+        with anyio.CancelScope(shield=True):
+            claims = await self._log.claim_due(
+                now, self._holder, self._ttl, limit=limit, interrupted=self._crashed
+            )
+        try:
+            await anyio.lowlevel.checkpoint()
+        except anyio.get_cancelled_exc_class():
+            for claim in claims:
+                await self._release(claim.lease.key, AdoptedLease(claim.lease))
+            raise
+        return claims
 
     def _start(self, runs: TaskGroup, claim: Claim) -> None:
         """Hold a claimed session's lease and resume the session in a task of ``runs``."""
@@ -181,7 +197,8 @@ class Daemon:
 
     async def _pause(self, watch: StoreWatch | None) -> None:
         """Until the next poll is due on the clock, a run ends and frees a slot, or the
-        store's watch (when it has one) says something changed."""
+        store's watch (when it has one) says something changed, unless the last pass only
+        let claims go (the watch would wake for those)."""
 
         async def until(event: anyio.Event | StoreWatch, scope: anyio.CancelScope) -> None:
             """End the pause when ``event`` comes."""
@@ -190,7 +207,7 @@ class Daemon:
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(until, self._freed, tg.cancel_scope)
-            if watch is not None:
+            if watch is not None and not self._churned:
                 tg.start_soon(until, watch, tg.cancel_scope)
             await self._clock.sleep_until(self._clock.now() + timedelta(seconds=self._poll))
             tg.cancel_scope.cancel()

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import attrs
 import pytest
 
@@ -86,7 +87,8 @@ class FleetLog(MemoryEventLog):
 
 
 class WatchedFleetLog(FleetLog):
-    """A FleetLog with ``watch``: every inbox, control or checkpoint append wakes the watches."""
+    """A FleetLog with ``watch``: every inbox, control or checkpoint append, every lease
+    release and every claim wakes the watches of its session (as PostgresEventLog's do)."""
 
     def __init__(self, clock: FakeClock) -> None:
         super().__init__(clock)
@@ -106,10 +108,35 @@ class WatchedFleetLog(FleetLog):
         """Append, then notify."""
         seqs = await super().append(events, lease=lease)
         for event in events:
-            for key, watch in self.watches:
-                if event.kind in NOTIFYING and key in (None, event.key):
-                    watch.notify()
+            if event.kind in NOTIFYING:
+                self.notify(event.key)
         return seqs
+
+    async def release_lease(self, lease: Lease) -> None:
+        """Release, then notify."""
+        await super().release_lease(lease)
+        self.notify(lease.key)
+
+    async def claim_due(
+        self,
+        now: datetime,
+        holder: LeaseHolder,
+        ttl: float,
+        *,
+        limit: int,
+        interrupted: bool = False,
+    ) -> list[Claim]:
+        """Claim, then notify for each session claimed."""
+        claims = await super().claim_due(now, holder, ttl, limit=limit, interrupted=interrupted)
+        for claim in claims:
+            self.notify(claim.lease.key)
+        return claims
+
+    def notify(self, changed: SessionKey) -> None:
+        """Wake the watches of ``changed`` and those of every session."""
+        for key, watch in self.watches:
+            if key in (None, changed):
+                watch.notify()
 
 
 async def until(condition: Callable[[], Awaitable[bool] | bool]) -> None:
@@ -366,3 +393,23 @@ class TestSpecIdentity:
         assert "newer event schema" in failed["error"], failed["error"]
         assert before == await fleet.log.count(key)
         assert [None] == [s.holder for s in await fleet.log.sessions()]
+
+    @pytest.mark.anyio
+    async def test_a_refused_session_is_not_claimed_again_at_each_notification(
+        self, in_process: Path
+    ) -> None:
+        """Letting a refused session go notifies the store's watchers, the daemon too: that
+        wake must not make it claim the session again and again until the next poll."""
+        fleet = await deferred_fleet(in_process, ["i4"], watched=True, poll=3600)
+        spec = in_process / "later.toml"
+        spec.write_text(spec.read_text().replace("You are a test agent.", "You are another."))
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(fleet.daemon.serve)
+            await until(lambda: bool(fleet.events("failed")))
+            await until(lambda: fleet.clock.sleepers == 2)  # the poll, and the next beat
+            claims = fleet.log.calls["claim_due"]
+            for _ in range(200):  # the daemon's tasks get every chance to claim again
+                await anyio.lowlevel.checkpoint()
+            assert claims == fleet.log.calls["claim_due"]
+            tg.cancel_scope.cancel()
+        assert 1 == len(fleet.events("failed"))
