@@ -10,6 +10,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from .conftest import Background, cli, session_events, write_spec
 
 #: How long a run may take to obey a remote request (the contract is "within about a second").
@@ -24,6 +26,7 @@ def looping_run(agent_dir: Path, start: Callable[..., Background], session: str)
     return run
 
 
+@pytest.mark.usefixtures("cli_store")  # on SQLite and on PostgreSQL
 class TestRemoteControl:
     """A running session obeys requests sent from another process through the log."""
 
