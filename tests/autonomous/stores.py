@@ -22,6 +22,13 @@ DurableLog: TypeAlias = "SqliteEventLog | PostgresEventLog"
 
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
+#: Each store's tables, for the statements tests run around the library (same columns used:
+#: events seq, id, kind, payload; the lease row's expires_at).
+_TABLES = {
+    "sqlite": {"events": "events", "sessions": "leases"},
+    "postgres": {"events": "eventlog_events", "sessions": "eventlog_sessions"},
+}
+
 
 def is_postgres(target: str) -> bool:
     """Whether ``target`` is a PostgreSQL URL (anything else is a SQLite file's path)."""
@@ -54,8 +61,11 @@ class DurableStore:
 
     def execute(self, sql: str, params: Sequence[object] = ()) -> list[tuple[object, ...]]:
         """Run one statement straight on the store, around the library (to damage a row the
-        way another writer could), committed; returns the rows it gave. Placeholders: ``?``
-        (rewritten to ``%s`` on PostgreSQL)."""
+        way another writer could), committed; returns the rows it gave.
+
+        ``{events}`` and ``{sessions}`` in ``sql`` name the store's tables of events and of
+        lease rows; values go in ``params`` at ``?`` (``%s`` on PostgreSQL)."""
+        sql = sql.format(**_TABLES[self.kind])
         if self.kind == "sqlite":
             import sqlite3
 

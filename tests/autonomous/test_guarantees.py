@@ -447,9 +447,9 @@ class TestUnreadableHistory:
         await run_autonomous(agent_on(ref, ScriptedModel([reply("one")])), "go", max_turns=1)
         await ref.log.aclose()
         ((seq, event_id),) = durable.execute(
-            "SELECT seq, id FROM events WHERE kind = 'assistant_message'"
+            "SELECT seq, id FROM {events} WHERE kind = 'assistant_message'"
         )
-        durable.execute("UPDATE events SET kind = 'assistant_mesage' WHERE seq = ?", (seq,))
+        durable.execute("UPDATE {events} SET kind = 'assistant_mesage' WHERE seq = ?", (seq,))
         async with durable.open() as log:
             again = SessionRef(log, "app", "ops", "s1")
             with pytest.raises(CorruptEvent) as info:
@@ -483,8 +483,9 @@ class TestBadRowsInALiveLog:
             await asleep(clock, 3)  # the lease, the watch, and turn 1 before it begins
             await send_control(ref.log, ref.key, "wake")
             durable.execute(
-                "UPDATE events SET payload = '{broken' WHERE seq = (SELECT max(seq) FROM"
-                " events WHERE kind = 'control')"
+                "UPDATE {events} SET payload = ? WHERE seq = (SELECT max(seq) FROM {events}"
+                " WHERE kind = 'control')",
+                ("{broken",),
             )
             for _ in range(6):  # polls over the bad row, through two turns
                 clock.advance(1)
