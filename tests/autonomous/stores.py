@@ -8,17 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeAlias
 
 import attrs
 
-from eventlog import Clock, SqliteEventLog, utcnow
-
-if TYPE_CHECKING:
-    from eventlog import PostgresEventLog
+from eventlog import Clock, PostgresEventLog, SqliteEventLog, utcnow
 
 #: What the tests open: either store, with the methods both have beyond the protocol.
-DurableLog: TypeAlias = "SqliteEventLog | PostgresEventLog"
+DurableLog = SqliteEventLog | PostgresEventLog
 
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
@@ -38,8 +34,6 @@ def is_postgres(target: str) -> bool:
 def open_store(target: str, *, clock: Clock = utcnow) -> DurableLog:
     """The (unopened) log ``target`` names: PostgresEventLog for a URL, SqliteEventLog else."""
     if is_postgres(target):
-        from eventlog import PostgresEventLog  # the [postgres] extra: psycopg
-
         return PostgresEventLog(target, clock=clock)
     return SqliteEventLog(Path(target), clock=clock)
 

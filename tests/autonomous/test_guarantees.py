@@ -482,11 +482,12 @@ class TestBadRowsInALiveLog:
         ) as h:
             await asleep(clock, 3)  # the lease, the watch, and turn 1 before it begins
             await send_control(ref.log, ref.key, "wake")
-            durable.execute(
+            broken = durable.execute(
                 "UPDATE {events} SET payload = ? WHERE seq = (SELECT max(seq) FROM {events}"
-                " WHERE kind = 'control')",
+                " WHERE kind = 'control') RETURNING seq",
                 ("{broken",),
             )
+            assert 1 == len(broken)
             for _ in range(6):  # polls over the bad row, through two turns
                 clock.advance(1)
                 await asleep(clock, 3)

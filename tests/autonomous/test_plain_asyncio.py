@@ -100,6 +100,7 @@ class TestDurableRunUnderAsyncioRun:
                 ) as h:
                     await h.ready()
                     first = lease_expiry(durable)
+                    assert first is not None, "a durable run holds its session's lease"
                     await wait_until(lambda: lease_expiry(durable) != first, within=_PATIENCE)
                     await send_control(log, ref.key, "pause")
                     await wait_until(lambda: h.status == "paused", within=_PATIENCE)
