@@ -13,7 +13,8 @@ Map:
     _worker.py   aiosqlite's thread: one trip per operation, a daemon closed at exit
     _postgres.py  PostgresEventLog: psycopg 3 async, a pool, one statement per write, claims
     _postgres_sql.py  all of PostgresEventLog's SQL: schema, statements, row conversions
-    _postgres_conn.py  its connections: the masked DSN, server errors, schema set-up
+    _postgres_batch.py  a batch of events as the parameters of its one append statement
+    _postgres_conn.py  its pool and connections: the masked DSN, server errors, schema set-up
     _postgres_prune.py  PostgresEventLog.prune: finished sessions, deleted in short batches
     _postgres_listen.py  its LISTEN connection and Watch (wake-ups across processes)
     _rules.py    pure rules both stores share: lease takeover, summaries, due and finished sessions

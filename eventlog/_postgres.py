@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import contextlib
 import socket
-from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Self, TypeAlias
+from typing import Any, Self
 
 import anyio
 import attrs
-import psycopg
-import psycopg_pool
 
+from . import _postgres_batch as batches
 from . import _postgres_conn as pgconn
 from . import _postgres_prune as pruning
 from . import _postgres_sql as sql
-from ._errors import LeaseLost, SessionLocked, StoreUnavailable
+from ._errors import LeaseLost, SessionLocked
 from ._events import Event, EventKind, SessionKey, utcnow
 from ._postgres_listen import Listener, Watch
 from ._rules import (
@@ -30,13 +29,6 @@ from ._rules import (
     process_alive,
 )
 from ._store import Claim, Clock, Lease, LeaseHolder, PruneResult, SessionSummary
-
-#: What an operation was doing, for its error message: text, or a function that makes it
-#: (built only when the operation fails, never on the hot path).
-Action: TypeAlias = str | Callable[[], str]
-
-Row: TypeAlias = tuple[Any, ...]
-Connection: TypeAlias = psycopg.AsyncConnection[Row]
 
 
 class PostgresEventLog:
@@ -76,26 +68,23 @@ class PostgresEventLog:
             )
         if not timeout > 0:
             raise ValueError(f"timeout must be > 0 seconds, not {timeout!r}")
-        self._dsn = dsn
-        self._masked = pgconn.mask_dsn(dsn)
+        self._db = pgconn.Database(dsn, min_size=min_size, max_size=max_size, timeout=timeout)
         self._clock = clock
-        self._sizes = (min_size, max_size)
-        self._timeout = timeout
         self._host = socket.gethostname()
-        self._lock = anyio.Lock(fast_acquire=True)  # opening and closing
-        self._pool: psycopg_pool.AsyncConnectionPool[Connection] | None = None
-        self._channel = ""
         self._listener: Listener | None = None
-        self._sids: dict[SessionKey, int] = {}  # sessions' ids (rows are never deleted)
-        self._closed = False
 
     @property
     def dsn(self) -> str:
         """The connection string, as given (its password too: :func:`repr` masks it)."""
-        return self._dsn
+        return self._db.dsn
+
+    @property
+    def channel(self) -> str:
+        """The notification channel of this log's schema (empty until the log connects)."""
+        return self._db.channel
 
     def __repr__(self) -> str:
-        return f"PostgresEventLog({self._masked!r})"
+        return f"PostgresEventLog({self._db.masked!r})"
 
     async def __aenter__(self) -> Self:
         await self.open()
@@ -111,21 +100,17 @@ class PostgresEventLog:
 
     async def open(self) -> None:
         """Connect now (creating the schema if needed) rather than on first use."""
-        await self._connect("open it")
+        await self._db.connect("open it")
 
     async def aclose(self) -> None:
         """Close the listener and the pool; idempotent. A closed log refuses every call."""
-        if self._closed:
+        if self._db.closed:
             return
-        self._closed = True
-        with anyio.CancelScope(shield=True):
-            async with self._lock:
-                listener, self._listener = self._listener, None
-                pool, self._pool = self._pool, None
-                if listener is not None:
-                    await listener.aclose()
-                if pool is not None:
-                    await pool.close()
+        with anyio.CancelScope(shield=True):  # bounded: the operations in flight, then close
+            listener, self._listener = self._listener, None
+            if listener is not None:
+                await listener.aclose()
+            await self._db.close()
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -165,11 +150,11 @@ class PostgresEventLog:
             if event.kind == EventKind.CHECKPOINT:
                 checkpoint_of(event)  # fails before any session is added
         action = f"append to session {events[0].key}"
-        sids = await self._sids_of({event.key for event in events}, action)
-        params = sql.append_params(events, sids, channel=self._channel, release=release)
+        sids = await self._db.sids_of({event.key for event in events}, action)
+        params = batches.append_params(events, sids, channel=self._db.channel, release=release)
         if lease is not None:
             params["token"], params["epoch"] = lease.holder.token, lease.epoch
-        row = await self._one(action, sql.APPEND, params)
+        row = await self._db.one(action, sql.APPEND, params)
         seqs = row[0]
         if seqs is None:  # the fence locked nothing: not our lease any more
             assert lease is not None  # an unfenced batch always locks its sessions' rows
@@ -187,8 +172,8 @@ class PostgresEventLog:
         now = as_utc(self._clock())
         expires_at = lease_expiry(now, ttl)
         action = f"lease session {key}"
-        sid = (await self._sids_of({key}, action))[key]
-        async with self._connection(action) as conn, conn.transaction():
+        sid = (await self._db.sids_of({key}, action))[key]
+        async with self._db.connection(action) as conn, conn.transaction():
             cur = await conn.execute(sql.LOCK_LEASE, {"sid": sid})
             current, expiry, epoch = sql.lease_of_row(await cur.fetchone())
             if current is not None and not may_take_lease(
@@ -220,7 +205,7 @@ class PostgresEventLog:
             "token": lease.holder.token,
             "epoch": lease.epoch,
         }
-        async with self._connection(f"renew the lease of session {lease.key}") as conn:
+        async with self._db.connection(f"renew the lease of session {lease.key}") as conn:
             cur = await conn.execute(sql.RENEW_LEASE, params)
             renewed = cur.rowcount == 1
         if not renewed:
@@ -248,7 +233,7 @@ class PostgresEventLog:
             "now": now,
             "expires_at": expires_at,
         }
-        rows = await self._all(f"renew {len(leases)} leases", sql.RENEW_LEASES, params)
+        rows = await self._db.all(f"renew {len(leases)} leases", sql.RENEW_LEASES, params)
         kept = sorted(row[0] - 1 for row in rows)
         return [attrs.evolve(leases[index], expires_at=expires_at) for index in kept]
 
@@ -259,10 +244,10 @@ class PostgresEventLog:
             **sql.key_params(lease.key),
             "token": lease.holder.token,
             "epoch": lease.epoch,
-            "channel": self._channel,
+            "channel": self._db.channel,
             "payload": sql.notice(lease.key),
         }
-        await self._all(f"release the lease of session {lease.key}", sql.RELEASE_LEASE, params)
+        await self._db.all(f"release the lease of session {lease.key}", sql.RELEASE_LEASE, params)
 
     async def claim_due(
         self,
@@ -294,19 +279,19 @@ class PostgresEventLog:
             "interrupted": interrupted,
             "this_host": self._host,
         }
-        local = await self._all("find due sessions", sql.SELECT_LOCAL_HOLDERS, params)
+        local = await self._db.all("find due sessions", sql.SELECT_LOCAL_HOLDERS, params)
         params["gone"] = [
             token for token, pid, started in local if not process_alive(pid, started or "")
         ]
         params.update(sql.holder_params(holder))
-        params.update(limit=limit, expires_at=expires_at, channel=self._channel)
-        rows = await self._all("claim due sessions", sql.CLAIM_DUE, params)
+        params.update(limit=limit, expires_at=expires_at, channel=self._db.channel)
+        rows = await self._db.all("claim due sessions", sql.CLAIM_DUE, params)
         claims = []
         for row in rows:
             summary, epoch, log_seq = sql.claim_from_row(row, holder, expires_at)
             lease = Lease(summary.key, holder, expires_at, log_seq=log_seq, epoch=epoch)
             claims.append(Claim(summary, lease))
-        claims.sort(key=lambda claim: sql.claim_order(claim.summary, params["now"]))
+        claims.sort(key=lambda claim: _claim_order(claim.summary, params["now"]))
         return claims
 
     async def prune(
@@ -321,7 +306,7 @@ class PostgresEventLog:
         checkpoint. The space is given back by autovacuum, not at once.
         """
         pruner = pruning.Pruner(
-            self._all,
+            self._db.all,
             self.acquire_lease,
             self.release_lease,
             clock=self._clock,
@@ -346,7 +331,7 @@ class PostgresEventLog:
         """
         check_limit(limit)
         action = f"read session {key}"
-        sid = await self._known_sid(key, action)
+        sid = await self._db.known_sid(key, action)
         if sid is None or limit == 0:
             return []
         query = sql.SELECT_EVENTS
@@ -361,7 +346,7 @@ class PostgresEventLog:
         if limit is not None:
             query += " LIMIT %(limit)s"
             params["limit"] = limit
-        rows = await self._all(action, query, params)
+        rows = await self._db.all(action, query, params)
         return [sql.event_from_row(row, key) for row in rows]
 
     async def read_last(
@@ -370,7 +355,7 @@ class PostgresEventLog:
         """The newest ``limit`` events of the given kinds of one session, oldest first."""
         check_limit(limit)
         action = f"read session {key}"
-        sid = await self._known_sid(key, action)
+        sid = await self._db.known_sid(key, action)
         if sid is None or limit == 0:
             return []
         query = sql.SELECT_EVENTS + sql.KIND_FILTER + " ORDER BY seq DESC LIMIT %(limit)s"
@@ -380,37 +365,37 @@ class PostgresEventLog:
             "known": sql.KNOWN_KINDS,
             "limit": limit,
         }
-        rows = await self._all(action, query, params)
+        rows = await self._db.all(action, query, params)
         return [sql.event_from_row(row, key) for row in reversed(rows)]
 
     async def count(self, key: SessionKey) -> int:
         """How many events the session has (0 for an unknown one)."""
         action = f"count session {key}"
-        sid = await self._known_sid(key, action)
+        sid = await self._db.known_sid(key, action)
         if sid is None:
             return 0
-        return int((await self._one(action, sql.COUNT_EVENTS, {"sid": sid}))[0])
+        return int((await self._db.one(action, sql.COUNT_EVENTS, {"sid": sid}))[0])
 
     async def latest_checkpoint(self, key: SessionKey) -> Event | None:
         """The session's newest checkpoint event (found through its session row), or ``None``."""
         action = f"read session {key}"
-        sid = await self._known_sid(key, action)
+        sid = await self._db.known_sid(key, action)
         if sid is None:
             return None
-        rows = await self._all(action, sql.SELECT_CHECKPOINT, {"sid": sid})
+        rows = await self._db.all(action, sql.SELECT_CHECKPOINT, {"sid": sid})
         return sql.event_from_row(rows[0], key) if rows else None
 
     async def sessions(self) -> list[SessionSummary]:
         """Every session that has written a checkpoint, newest first, with its live holder."""
         params = {"clock": as_utc(self._clock())}
-        rows = await self._all("list sessions", sql.SELECT_SESSIONS, params)
+        rows = await self._db.all("list sessions", sql.SELECT_SESSIONS, params)
         return [sql.summary_from_row(row) for row in rows]
 
     async def due_sessions(self, now: datetime) -> list[SessionSummary]:
         """Sessions whose latest checkpoint is ``deferred`` with ``next_wake_at <= now``, not
         stopped; earliest wake time first (a paused one too: the caller decides)."""
         params = {"clock": as_utc(self._clock()), "now": as_utc(now)}
-        rows = await self._all("list due sessions", sql.SELECT_DUE, params)
+        rows = await self._db.all("list due sessions", sql.SELECT_DUE, params)
         return [sql.summary_from_row(row) for row in rows]
 
     # -- notifications ---------------------------------------------------------------------
@@ -421,110 +406,32 @@ class PostgresEventLog:
         :class:`~eventlog.Watch`. Listening has begun when this enters: a change committed
         after that wakes the watch. The log's one listening connection (not a pooled one) is
         opened by its first watch and kept until the log closes."""
-        await self._connect("watch for changes")
-        async with self._lock:
-            if self._closed:
-                raise self._closed_error()
-            if self._listener is None:
-                self._listener = Listener(self._dsn, self._channel, self._masked, self._timeout)
-            listener = self._listener
+        await self._db.connect("watch for changes")
+        db = self._db
+        if db.closed:
+            raise db.closed_error()
+        if self._listener is None:
+            self._listener = Listener(db.dsn, db.channel, db.masked, db.timeout)
+        listener = self._listener
         with listener.watch(key) as watch:
             await listener.started()
             yield watch
 
-    # -- the connection --------------------------------------------------------------------
-
     def _check_open(self) -> None:
-        if self._closed:
-            raise self._closed_error()
-
-    def _closed_error(self) -> StoreUnavailable:
-        return StoreUnavailable(f"event log {self._masked} is closed")
-
-    async def _connect(self, action: Action) -> psycopg_pool.AsyncConnectionPool[Connection]:
-        """The pool, opened now if need be (the schema created or checked first)."""
-        pool = self._pool
-        if pool is not None:
-            return pool
-        async with self._lock:
-            if self._closed:
-                raise self._closed_error()
-            if self._pool is not None:
-                return self._pool
-            try:
-                conn = await psycopg.AsyncConnection.connect(
-                    self._dsn, autocommit=True, connect_timeout=max(1, round(self._timeout))
-                )
-                async with conn:
-                    schema = await pgconn.set_up(conn, self._masked)
-                pool = psycopg_pool.AsyncConnectionPool(
-                    self._dsn,
-                    min_size=self._sizes[0],
-                    max_size=self._sizes[1],
-                    kwargs={"autocommit": True},
-                    timeout=self._timeout,
-                    open=False,
-                )
-                await pool.open()
-            except pgconn.ERRORS as exc:
-                raise self._unavailable(action, exc) from exc
-            self._channel = sql.channel_of(schema)
-            self._pool = pool
-            return pool
-
-    @contextlib.asynccontextmanager
-    async def _connection(self, action: Action) -> AsyncIterator[Connection]:
-        """A pooled connection; the server's errors become :class:`StoreUnavailable`."""
-        pool = self._pool
-        if pool is None or self._closed:
-            pool = await self._connect(action)
-        try:
-            async with pool.connection() as conn:
-                yield conn
-        except pgconn.ERRORS as exc:
-            raise self._unavailable(action, exc) from exc
-
-    async def _all(self, action: Action, query: str, params: dict[str, Any]) -> list[Row]:
-        """The rows of one statement."""
-        async with self._connection(action) as conn:
-            cur = await conn.execute(query, params)
-            return await cur.fetchall() if cur.description is not None else []
-
-    async def _one(self, action: Action, query: str, params: dict[str, Any]) -> Row:
-        """The one row of a statement that always has one."""
-        rows = await self._all(action, query, params)
-        return rows[0]
-
-    async def _known_sid(self, key: SessionKey, action: Action) -> int | None:
-        """The session's id, ``None`` for a session the log has never seen."""
-        sid = self._sids.get(key)
-        if sid is None:
-            rows = await self._all(action, sql.SELECT_SID, sql.key_params(key))
-            if rows:
-                sid = self._sids[key] = rows[0][0]
-        elif self._closed:
-            raise self._closed_error()
-        return sid
-
-    async def _sids_of(self, keys: Collection[SessionKey], action: Action) -> dict[SessionKey, int]:
-        """The ids of the sessions ``keys``, the sessions added if they are new."""
-        sids = self._sids
-        if self._closed:
-            raise self._closed_error()
-        for key in keys:
-            while key not in sids:  # empty: another process was adding it; ask again
-                rows = await self._all(action, sql.ENSURE_SESSION, sql.key_params(key))
-                if rows:
-                    sids[key] = rows[0][0]
-        return sids
+        if self._db.closed:
+            raise self._db.closed_error()
 
     async def _lost(self, lease: Lease) -> LeaseLost:
         """The error for a lease found not ours, saying who holds the session now."""
         action = f"read the lease of session {lease.key}"
-        rows = await self._all(action, sql.SELECT_LEASE, sql.key_params(lease.key))
+        rows = await self._db.all(action, sql.SELECT_LEASE, sql.key_params(lease.key))
         return LeaseLost(str(lease.key), sql.lost_detail(rows[0] if rows else None))
 
-    def _unavailable(self, action: Action, exc: BaseException) -> StoreUnavailable:
-        return pgconn.unavailable(
-            self._masked, action if isinstance(action, str) else action(), exc
-        )
+
+def _claim_order(summary: SessionSummary, now: datetime) -> tuple[int, datetime, int]:
+    """Where a claimed session goes in claim_due's result: the due ones by wake time, then the
+    interrupted ones by when they last wrote."""
+    wake = summary.next_wake_at
+    if summary.stop_reason == "deferred" and wake is not None and wake <= now:
+        return (0, wake, summary.checkpoint_seq)
+    return (1, summary.updated_at, summary.checkpoint_seq)

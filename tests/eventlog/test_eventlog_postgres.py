@@ -227,10 +227,13 @@ class TestSchema:
     async def test_made_on_first_use_at_the_current_version(
         self, pg_dsn: str, clock: FakeClock
     ) -> None:
-        """Two logs opening an empty schema at once both open it; it says version 1."""
+        """Three logs opening an empty schema at once all open it; it says version 1."""
+        logs = [PostgresEventLog(pg_dsn, clock=clock) for _ in range(3)]
         async with anyio.create_task_group() as tg:
-            for _ in range(3):
-                tg.start_soon(PostgresEventLog(pg_dsn, clock=clock).open)
+            for opening in logs:
+                tg.start_soon(opening.open)
+        for opened in logs:
+            await opened.aclose()
         async with await psycopg.AsyncConnection.connect(pg_dsn) as conn:
             cur = await conn.execute("SELECT value FROM eventlog_meta")
             assert [("1",)] == await cur.fetchall()
@@ -387,7 +390,7 @@ class TestWatch:
                 await admin.execute(
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                     " WHERE query LIKE %s AND pid <> pg_backend_pid()",
-                    (f'LISTEN "{log._channel}"',),
+                    (f'LISTEN "{log.channel}"',),
                 )
             listener = log._listener
             assert listener is not None
