@@ -101,7 +101,7 @@ def _postgres_log(url: str) -> CliLog:
             f"--db is a PostgreSQL URL but its driver is not installed ({exc}): {POSTGRES_EXTRA}",
             Exit.STORE,
         ) from None
-    from eventlog import PostgresEventLog  # type: ignore[attr-defined]  # until pgstore lands
+    from eventlog import PostgresEventLog
 
     log: CliLog = PostgresEventLog(url)
     return log
