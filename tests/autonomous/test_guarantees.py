@@ -289,24 +289,28 @@ class TestStopAndWake:
 
 
 class TestNothingAcknowledgedIsLost:
-    async def test_a_remote_inject_the_watch_never_read_is_delivered_on_resume(
+    async def test_a_remote_inject_after_the_runs_last_read_is_delivered_on_resume(
         self, ref: SessionRef, durable: DurableStore
     ) -> None:
-        """An inject appended by another process after the run's last poll, before its
-        checkpoint, is delivered by the next resume."""
+        """An inject appended by another process as the run writes its deferred checkpoint
+        (after the run's last read, before that write) is delivered by the next resume,
+        whether the run's watch saw it come or not (a store's notification may wake the
+        watch at once; a poll would not)."""
+        sneaked: list[str] = []
 
-        async def before(turn: int) -> None:
+        async def sneak(events: Any, lease: Any) -> Any:  # the run's last write
             async with durable.open() as other:
-                await send_inject(other, ref.key, "late news")
+                sneaked.append(await send_inject(other, ref.key, "late news"))
+            return await last_write(events, lease)
 
+        last_write = ref.log.append_and_release  # type: ignore[attr-defined]
+        ref.log.append_and_release = sneak  # type: ignore[attr-defined]
         first = ScriptedModel([call("schedule_next_turn", {"wake_in_sec": 1}), reply("zz")])
-        await run_autonomous(
-            agent_on(ref, first),
-            "watch",
-            scheduler=ExitOnDeferScheduler(),
-            before_turn=before,
-            control_poll=3600,  # the watch never polls during this run
+        deferred = await run_autonomous(
+            agent_on(ref, first), "watch", scheduler=ExitOnDeferScheduler()
         )
+        ref.log.append_and_release = last_write  # type: ignore[attr-defined]
+        assert (StopReason.DEFERRED, 1) == (deferred.reason, len(sneaked))
         model = Recorder(done(), reply("bye"))
         clock = FakeClock()
         clock.advance(10)
