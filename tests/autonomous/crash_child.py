@@ -1,6 +1,8 @@
 """A durable run for the crash tests: run or resume one session, then exit (or be killed).
 
-    python crash_child.py DB SESSION [--turns N] [--slow SECONDS] [--ttl SECONDS]
+    python crash_child.py STORE SESSION [--turns N] [--slow SECONDS] [--ttl SECONDS]
+
+STORE is a SQLite file's path or a ``postgresql://`` URL (see ``stores.open_store``).
 
 Each turn calls the ``work`` tool (which sleeps a little, so kills land inside tool calls too)
 and then answers; after ``--turns`` completed turns the model calls the done tool. Exit codes:
@@ -14,7 +16,6 @@ import logging
 import random
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -22,7 +23,8 @@ import structlog
 
 from autonomous import Agent, ModelResponse, function_tool, resume_autonomous
 from autonomous.testing import ScriptedModel, call, reply
-from eventlog import SessionLocked, SessionRef, SqliteEventLog
+from eventlog import SessionLocked, SessionRef
+from tests.autonomous.stores import open_store
 
 
 def brain(turns: int) -> Any:
@@ -46,13 +48,13 @@ def brain(turns: int) -> Any:
     return answer
 
 
-async def main(db: Path, session: str, turns: int, slow: float, ttl: float) -> int:
+async def main(store: str, session: str, turns: int, slow: float, ttl: float) -> int:
     async def work(n: int) -> str:
         """Do one unit of work."""
         await anyio.sleep(random.uniform(slow / 2, slow))
         return f"worked {n}"
 
-    async with SqliteEventLog(db) as log:
+    async with open_store(store) as log:
         ref = SessionRef(log, "crash", "test", session)
         model = ScriptedModel(default=brain(turns), record=False)
 
@@ -73,10 +75,10 @@ async def main(db: Path, session: str, turns: int, slow: float, ttl: float) -> i
 if __name__ == "__main__":
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))
     parser = argparse.ArgumentParser()
-    parser.add_argument("db", type=Path)
+    parser.add_argument("store")
     parser.add_argument("session")
     parser.add_argument("--turns", type=int, default=8)
     parser.add_argument("--slow", type=float, default=0.02)
     parser.add_argument("--ttl", type=float, default=30.0)
     args = parser.parse_args()
-    sys.exit(anyio.run(main, args.db, args.session, args.turns, args.slow, args.ttl))
+    sys.exit(anyio.run(main, args.store, args.session, args.turns, args.slow, args.ttl))

@@ -36,10 +36,11 @@ from autonomous._supervisor import (
 )
 from autonomous.testing import FakeClock, ScriptedModel, call, calls, done, reply, server
 from autonomous.testing._server import ScriptedServer
-from eventlog import Checkpoint, Control, EventKind, SessionRef, SqliteEventLog
+from eventlog import Checkpoint, Control, EventKind, SessionRef
 
 from ..support.litellm_http import API_KEY, MODEL
 from .helpers import BOOM, TICK, builder, memory_session
+from .stores import DurableStore
 
 pytestmark = pytest.mark.anyio
 
@@ -178,10 +179,9 @@ class TestOutcomeSet:
 
 
 class TestOutcomeResume:
-    async def test_outcome_and_result_survive_a_resume(self, tmp_path: Path) -> None:
+    async def test_outcome_and_result_survive_a_resume(self, durable: DurableStore) -> None:
         """Resuming a completed durable session returns its outcome and result without building."""
-        path = tmp_path / "runs.db"
-        async with SqliteEventLog(path) as log:
+        async with durable.open() as log:
             ref = SessionRef(log, "triage", "ops", "t-1")
             model = ScriptedModel(
                 [done("fixed", outcome="resolved", result={"ticket": 7}), reply("closed")]
@@ -193,7 +193,7 @@ class TestOutcomeResume:
             built.append(session_id)
             raise AssertionError("a completed session is not built again")
 
-        async with SqliteEventLog(path) as log:
+        async with durable.open() as log:
             again = await resume_autonomous(
                 rebuild, SessionRef(log, "triage", "ops", "t-1"), outcomes=OUTCOMES
             )
@@ -214,9 +214,11 @@ class TestOutcomeResume:
         )
         assert (first.turns, first.input_tokens) == (again.turns, again.input_tokens)
 
-    async def test_a_resumed_run_ends_with_the_outcome_it_chooses(self, tmp_path: Path) -> None:
+    async def test_a_resumed_run_ends_with_the_outcome_it_chooses(
+        self, durable: DurableStore
+    ) -> None:
         """A run stopped by its turn cap and resumed later completes with the declared set."""
-        async with SqliteEventLog(tmp_path / "runs.db") as log:
+        async with durable.open() as log:
             ref = SessionRef(log, "triage", "ops", "t-2")
             first = await run_autonomous(
                 builder(ScriptedModel([reply("looking")]), session=ref),

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -35,7 +33,6 @@ from eventlog import (
     InboxQueued,
     SessionFinished,
     SessionRef,
-    SqliteEventLog,
     ToolCallRecord,
     ToolResult,
     UserMessage,
@@ -44,14 +41,15 @@ from scheduler import ExitOnDeferScheduler, SleepScheduler
 
 from ..support.litellm_http import wait_until
 from .helpers import asleep
+from .stores import DurableStore
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-async def ref(tmp_path: Path) -> Any:
-    """A session on a fresh SQLite log."""
-    async with SqliteEventLog(tmp_path / "runs.db") as log:
+async def ref(durable: DurableStore) -> Any:
+    """A session on a fresh durable log (each test runs on SQLite and on PostgreSQL)."""
+    async with durable.open() as log:
         yield SessionRef(log, "app", "ops", "s1")
 
 
@@ -291,24 +289,28 @@ class TestStopAndWake:
 
 
 class TestNothingAcknowledgedIsLost:
-    async def test_a_remote_inject_the_watch_never_read_is_delivered_on_resume(
-        self, ref: SessionRef, tmp_path: Path
+    async def test_a_remote_inject_after_the_runs_last_read_is_delivered_on_resume(
+        self, ref: SessionRef, durable: DurableStore
     ) -> None:
-        """An inject appended by another process after the run's last poll, before its
-        checkpoint, is delivered by the next resume."""
+        """An inject appended by another process as the run writes its deferred checkpoint
+        (after the run's last read, before that write) is delivered by the next resume,
+        whether the run's watch saw it come or not (a store's notification may wake the
+        watch at once; a poll would not)."""
+        sneaked: list[str] = []
 
-        async def before(turn: int) -> None:
-            async with SqliteEventLog(tmp_path / "runs.db") as other:
-                await send_inject(other, ref.key, "late news")
+        async def sneak(events: Any, lease: Any) -> Any:  # the run's last write
+            async with durable.open() as other:
+                sneaked.append(await send_inject(other, ref.key, "late news"))
+            return await last_write(events, lease)
 
+        last_write = ref.log.append_and_release  # type: ignore[attr-defined]
+        ref.log.append_and_release = sneak  # type: ignore[attr-defined]
         first = ScriptedModel([call("schedule_next_turn", {"wake_in_sec": 1}), reply("zz")])
-        await run_autonomous(
-            agent_on(ref, first),
-            "watch",
-            scheduler=ExitOnDeferScheduler(),
-            before_turn=before,
-            control_poll=3600,  # the watch never polls during this run
+        deferred = await run_autonomous(
+            agent_on(ref, first), "watch", scheduler=ExitOnDeferScheduler()
         )
+        ref.log.append_and_release = last_write  # type: ignore[attr-defined]
+        assert (StopReason.DEFERRED, 1) == (deferred.reason, len(sneaked))
         model = Recorder(done(), reply("bye"))
         clock = FakeClock()
         clock.advance(10)
@@ -352,7 +354,7 @@ class TestNothingAcknowledgedIsLost:
 
 class TestFinishedSessions:
     async def test_a_completed_session_reports_what_it_never_delivered(
-        self, ref: SessionRef, tmp_path: Path
+        self, ref: SessionRef, durable: DurableStore
     ) -> None:
         """A message appended in the moment between the run's last read and its final
         checkpoint is not dropped in silence: resuming the completed session lists it."""
@@ -361,7 +363,7 @@ class TestFinishedSessions:
             return done()
 
         async def sneak(events: Any, lease: Any) -> Any:  # the run's last write
-            async with SqliteEventLog(tmp_path / "runs.db") as other:
+            async with durable.open() as other:
                 await send_inject(other, ref.key, "just in time")
             return await last_write(events, lease)
 
@@ -443,17 +445,16 @@ class TestPauseAndBudgets:
 
 class TestUnreadableHistory:
     async def test_a_history_row_of_an_unknown_kind_fails_the_resume_clearly(
-        self, ref: SessionRef, tmp_path: Path
+        self, ref: SessionRef, durable: DurableStore
     ) -> None:
         """CorruptEvent naming session, seq and id; never a silently shorter history."""
         await run_autonomous(agent_on(ref, ScriptedModel([reply("one")])), "go", max_turns=1)
         await ref.log.aclose()
-        with sqlite3.connect(tmp_path / "runs.db") as conn:
-            seq, event_id = conn.execute(
-                "SELECT seq, id FROM events WHERE kind = 'assistant_message'"
-            ).fetchone()
-            conn.execute("UPDATE events SET kind = 'assistant_mesage' WHERE seq = ?", (seq,))
-        async with SqliteEventLog(tmp_path / "runs.db") as log:
+        ((seq, event_id),) = durable.execute(
+            "SELECT seq, id FROM {events} WHERE kind = 'assistant_message'"
+        )
+        durable.execute("UPDATE {events} SET kind = 'assistant_mesage' WHERE seq = ?", (seq,))
+        async with durable.open() as log:
             again = SessionRef(log, "app", "ops", "s1")
             with pytest.raises(CorruptEvent) as info:
                 await resume_autonomous(agent_on(again, ScriptedModel([reply("x")])), again)
@@ -466,7 +467,7 @@ class TestUnreadableHistory:
 
 class TestBadRowsInALiveLog:
     async def test_a_bad_row_does_not_blind_the_log_watch(
-        self, ref: SessionRef, tmp_path: Path
+        self, ref: SessionRef, durable: DurableStore
     ) -> None:
         """A control row that cannot be read, written while the run is live, is passed over:
         a stop sent after it still stops the run."""
@@ -485,11 +486,12 @@ class TestBadRowsInALiveLog:
         ) as h:
             await asleep(clock, 3)  # the lease, the watch, and turn 1 before it begins
             await send_control(ref.log, ref.key, "wake")
-            with sqlite3.connect(tmp_path / "runs.db") as conn:
-                conn.execute(
-                    "UPDATE events SET payload = '{broken' WHERE seq = (SELECT max(seq) FROM"
-                    " events WHERE kind = 'control')"
-                )
+            broken = durable.execute(
+                "UPDATE {events} SET payload = ? WHERE seq = (SELECT max(seq) FROM {events}"
+                " WHERE kind = 'control') RETURNING seq",
+                ("{broken",),
+            )
+            assert 1 == len(broken)
             for _ in range(6):  # polls over the bad row, through two turns
                 clock.advance(1)
                 await asleep(clock, 3)

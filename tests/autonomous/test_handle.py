@@ -19,10 +19,11 @@ from autonomous import (
     start_autonomous,
 )
 from autonomous.testing import ScriptedModel, done, reply
-from eventlog import Control, EventKind, InboxQueued
+from eventlog import Control, EventKind, InboxQueued, SessionRef
 from permissions import Caller
 
-from .helpers import builder, memory_session, payloads
+from .helpers import builder, payloads
+from .stores import DurableStore
 
 pytestmark = pytest.mark.anyio
 
@@ -69,10 +70,13 @@ class TestReady:
 
 
 class TestPauseResume:
-    async def test_pause_reports_paused_once_the_loop_has_parked(self) -> None:
-        """pause() returns after the running turn ends and the loop parks; resume goes on."""
+    async def test_pause_reports_paused_once_the_loop_has_parked(
+        self, durable_ref: SessionRef
+    ) -> None:
+        """pause() returns after the running turn ends and the loop parks; resume goes on; both
+        are in the durable log."""
         step = Gatekeeper(reply("turn one"))
-        ref = memory_session()
+        ref = durable_ref
         model = ScriptedModel([step, done(), reply("ok")])
         async with start_autonomous(builder(model, session=ref), "go") as h:
             await h.ready()
@@ -137,15 +141,19 @@ class TestStop:
 
 
 class TestInject:
-    async def test_inject_is_in_the_log_before_it_returns(self) -> None:
-        """inject_as appends an inbox_queued event naming the caller before returning."""
-        ref = memory_session()
+    async def test_inject_is_in_the_log_before_it_returns(
+        self, durable: DurableStore, durable_ref: SessionRef
+    ) -> None:
+        """inject_as appends an inbox_queued event naming the caller before returning: another
+        log on the same store reads it."""
+        ref = durable_ref
         step = Gatekeeper(reply("a"))
         model = ScriptedModel([step, done(), reply("b")])
         async with start_autonomous(builder(model, session=ref), "go") as h:
             await h.ready()
             await h.inject_as("focus on Q4", Caller(identity="alice", admin=True))
-            queued = await ref.log.read(ref.key, kinds=[EventKind.INBOX_QUEUED])
+            async with durable.open() as other:
+                queued = await other.read(ref.key, kinds=[EventKind.INBOX_QUEUED])
             payload = queued[0].payload
             assert isinstance(payload, InboxQueued) and payload.caller is not None
             assert ("focus on Q4", "alice", True) == (

@@ -9,12 +9,10 @@ runs its own loop and fails when that loop reports an exception to its handler.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import threading
 from collections.abc import Callable, Coroutine
 from datetime import datetime, timedelta
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -29,11 +27,12 @@ from autonomous import (
     start_autonomous,
 )
 from autonomous.testing import FakeClock, ScriptedModel, call, done, reply
-from eventlog import SessionRef, SqliteEventLog
+from eventlog import SessionRef
 from scheduler import SleepScheduler
 
 from ..support.litellm_http import wait_until
 from .helpers import builder
+from .stores import DurableStore
 
 _PATIENCE = 20.0  # seconds a condition may take on a loaded machine; the usual case is ms
 
@@ -50,16 +49,18 @@ def run_plain(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
     assert [] == [ctx.get("message") for ctx in reported]
 
 
-def lease_expiry(db: Path) -> datetime | None:
-    """The session lease's expiry as the store wrote it (None: no lease row)."""
-    with sqlite3.connect(db) as conn:
-        row = conn.execute("SELECT expires_at FROM leases").fetchone()
-    return None if row is None else datetime.fromisoformat(row[0])
+def lease_expiry(durable: DurableStore) -> datetime | None:
+    """The session lease's expiry as the store wrote it (None: no lease)."""
+    rows = durable.execute("SELECT expires_at FROM {sessions} WHERE expires_at IS NOT NULL")
+    if not rows:
+        return None
+    ((expiry,),) = rows
+    return expiry if isinstance(expiry, datetime) else datetime.fromisoformat(str(expiry))
 
 
-def renewed_to(db: Path, expiry: datetime) -> bool:
+def renewed_to(durable: DurableStore, expiry: datetime) -> bool:
     """Whether the lease was renewed to expire at ``expiry`` or later."""
-    current = lease_expiry(db)
+    current = lease_expiry(durable)
     return current is not None and current >= expiry
 
 
@@ -68,7 +69,7 @@ def users(model: ScriptedModel) -> list[str]:
     return [str(m["content"]) for m in model.last_messages if m["role"] == "user"]
 
 
-def sqlite_builder(model: ScriptedModel, ref: SessionRef) -> Callable[[list[Any]], Agent]:
+def durable_builder(model: ScriptedModel, ref: SessionRef) -> Callable[[list[Any]], Agent]:
     """A build function for an agent on ``ref``."""
     return lambda extra: Agent(model, instructions="monitor", tools=extra, session=ref)
 
@@ -80,18 +81,17 @@ async def paced(turn: int) -> None:
 
 class TestDurableRunUnderAsyncioRun:
     def test_remote_control_is_obeyed_and_the_lease_renewed_on_the_system_clock(
-        self, tmp_path: Path
+        self, durable: DurableStore
     ) -> None:
         """With the default clock, a run started by asyncio.run renews its lease and obeys
         a remote pause, inject, resume and stop."""
-        db = tmp_path / "runs.db"
         model = ScriptedModel(default=reply("working"))
 
         async def main() -> None:
-            async with SqliteEventLog(db) as log:
+            async with durable.open() as log:
                 ref = SessionRef(log, "a", "u", "s")
                 async with start_autonomous(
-                    sqlite_builder(model, ref),
+                    durable_builder(model, ref),
                     "go",
                     before_turn=paced,
                     max_turns=0,
@@ -99,8 +99,9 @@ class TestDurableRunUnderAsyncioRun:
                     lease_ttl=0.6,
                 ) as h:
                     await h.ready()
-                    first = lease_expiry(db)
-                    await wait_until(lambda: lease_expiry(db) != first, within=_PATIENCE)
+                    first = lease_expiry(durable)
+                    assert first is not None, "a durable run holds its session's lease"
+                    await wait_until(lambda: lease_expiry(durable) != first, within=_PATIENCE)
                     await send_control(log, ref.key, "pause")
                     await wait_until(lambda: h.status == "paused", within=_PATIENCE)
                     await send_inject(log, ref.key, "from afar")
@@ -115,19 +116,18 @@ class TestDurableRunUnderAsyncioRun:
 
         run_plain(main)
 
-    def test_the_keeper_sleeps_on_the_runs_clock(self, tmp_path: Path) -> None:
+    def test_the_keeper_sleeps_on_the_runs_clock(self, durable: DurableStore) -> None:
         """On a FakeClock, the lease is renewed and the log watched as the clock is advanced,
         past the first lease's expiry, and a remote stop lands."""
-        db = tmp_path / "runs.db"
         clock = FakeClock()
         model = ScriptedModel(default=reply("working"))
         ttl = 3.0
 
         async def main() -> None:
-            async with SqliteEventLog(db, clock=clock.now) as log:
+            async with durable.open(clock=clock.now) as log:
                 ref = SessionRef(log, "a", "u", "s")
                 async with start_autonomous(
-                    sqlite_builder(model, ref),
+                    durable_builder(model, ref),
                     "go",
                     before_turn=paced,
                     max_turns=0,
@@ -139,7 +139,7 @@ class TestDurableRunUnderAsyncioRun:
                     for _ in range(4):  # 4 s in all: the first lease would have expired
                         clock.advance(ttl / 3)
                         expiry = clock.now() + timedelta(seconds=ttl)
-                        await wait_until(partial(renewed_to, db, expiry), within=_PATIENCE)
+                        await wait_until(partial(renewed_to, durable, expiry), within=_PATIENCE)
                     await send_inject(log, ref.key, "from afar")
                     clock.advance(0.5)
                     await wait_until(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -24,12 +23,12 @@ from eventlog import (
     LeaseHolder,
     SessionLocked,
     SessionRef,
-    SqliteEventLog,
 )
 from scheduler import ExitOnDeferScheduler, SleepScheduler
 
 from ..support.litellm_http import wait_until
 from .helpers import asleep, checkpoints
+from .stores import DurableStore
 
 pytestmark = pytest.mark.anyio
 
@@ -55,22 +54,22 @@ def builders(model: ScriptedModel, ref: SessionRef) -> tuple[Any, Any]:
 
 
 @pytest.fixture
-async def sqlite_ref(tmp_path: Path) -> Any:
-    """A session on a fresh SQLite log."""
-    async with SqliteEventLog(tmp_path / "runs.db") as log:
+async def ref(durable: DurableStore) -> Any:
+    """A session on a fresh durable log (each test runs on SQLite and on PostgreSQL)."""
+    async with durable.open() as log:
         yield SessionRef(log, "monitor", "ops", "disk-1")
 
 
 class TestDeferAndResume:
     async def test_deferred_exit_keeps_the_wake_time_and_the_next_prompt(
-        self, sqlite_ref: SessionRef
+        self, ref: SessionRef
     ) -> None:
         """A deferred exit's checkpoint holds next_wake_at and the model's next_prompt."""
         clock = FakeClock()
         model = ScriptedModel([schedule(300, "re-check db-1"), reply("sleeping")])
-        build, _ = builders(model, sqlite_ref)
+        build, _ = builders(model, ref)
         result = await run_autonomous(build, "watch", scheduler=ExitOnDeferScheduler(), clock=clock)
-        cp = (await checkpoints(sqlite_ref))[-1]
+        cp = (await checkpoints(ref))[-1]
         assert (StopReason.DEFERRED, clock.now() + timedelta(seconds=300)) == (
             result.reason,
             result.next_wake_at,
@@ -82,14 +81,14 @@ class TestDeferAndResume:
         )
 
     async def test_resume_waits_for_the_wake_then_uses_the_stored_prompt(
-        self, sqlite_ref: SessionRef
+        self, ref: SessionRef
     ) -> None:
         """Resuming a deferred session sleeps until the wake time, then prompts with next_prompt."""
         clock = FakeClock()
         model = ScriptedModel(
             [schedule(300, "re-check db-1"), reply("sleeping"), done("fine"), reply("bye")]
         )
-        build, rebuild = builders(model, sqlite_ref)
+        build, rebuild = builders(model, ref)
         first = await run_autonomous(build, "watch", scheduler=ExitOnDeferScheduler(), clock=clock)
         async with anyio.create_task_group() as tg:
             results: list[Any] = []
@@ -97,7 +96,7 @@ class TestDeferAndResume:
             async def resume() -> None:
                 results.append(
                     await resume_autonomous(
-                        rebuild, sqlite_ref, clock=clock, scheduler=ExitOnDeferScheduler()
+                        rebuild, ref, clock=clock, scheduler=ExitOnDeferScheduler()
                     )
                 )
 
@@ -111,33 +110,31 @@ class TestDeferAndResume:
         assert ["watch", "re-check db-1"] == users
         assert first.input_tokens + 20 == result.input_tokens  # totals carried forward
 
-    async def test_an_inject_ends_the_resume_wait_early(self, sqlite_ref: SessionRef) -> None:
+    async def test_an_inject_ends_the_resume_wait_early(self, ref: SessionRef) -> None:
         """A message injected into a deferred session makes the resume start at once."""
         clock = FakeClock()
         model = ScriptedModel([schedule(3600), reply("zz"), done(), reply("ok")])
-        build, rebuild = builders(model, sqlite_ref)
+        build, rebuild = builders(model, ref)
         await run_autonomous(build, "watch", scheduler=ExitOnDeferScheduler(), clock=clock)
-        await send_inject(sqlite_ref.log, sqlite_ref.key, "disk alert on db-2")
+        await send_inject(ref.log, ref.key, "disk alert on db-2")
         with anyio.fail_after(5):
-            result = await resume_autonomous(rebuild, sqlite_ref, clock=clock)
+            result = await resume_autonomous(rebuild, ref, clock=clock)
         assert StopReason.COMPLETED == result.reason
         assert (
             "[Inbox]\n- disk alert on db-2\n\ncheck again"
             == [m["content"] for m in model.last_messages if m["role"] == "user"][-1]
         )
 
-    async def test_a_completed_session_returns_at_once_without_build(
-        self, sqlite_ref: SessionRef
-    ) -> None:
+    async def test_a_completed_session_returns_at_once_without_build(self, ref: SessionRef) -> None:
         """Resuming a completed session returns its totals with no build and no model call."""
         model = ScriptedModel([done("all done"), reply("bye")])
-        build, _ = builders(model, sqlite_ref)
+        build, _ = builders(model, ref)
         first = await run_autonomous(build, "go")
 
         def never(extra: list[Any], session_id: str) -> Agent:
             raise AssertionError("build must not run")
 
-        again = await resume_autonomous(never, sqlite_ref)
+        again = await resume_autonomous(never, ref)
         assert (StopReason.COMPLETED, first.turns, first.input_tokens, "all done") == (
             again.reason,
             again.turns,
@@ -147,20 +144,20 @@ class TestDeferAndResume:
         assert 2 == model.requests
 
     async def test_no_checkpoint_starts_at_turn_zero_on_the_existing_history(
-        self, sqlite_ref: SessionRef
+        self, ref: SessionRef
     ) -> None:
         """A session with history but no checkpoint resumes at turn 0 with that history."""
         from eventlog import Event, UserMessage
 
-        await sqlite_ref.log.append([Event.create(sqlite_ref.key, UserMessage("old question", 1))])
+        await ref.log.append([Event.create(ref.key, UserMessage("old question", 1))])
         model = ScriptedModel([done(), reply("ok")])
-        _, rebuild = builders(model, sqlite_ref)
-        result = await resume_autonomous(rebuild, sqlite_ref)
+        _, rebuild = builders(model, ref)
+        result = await resume_autonomous(rebuild, ref)
         assert (StopReason.COMPLETED, 1) == (result.reason, result.turns)
 
 
 class TestLease:
-    async def test_a_second_resumer_gets_session_locked(self, sqlite_ref: SessionRef) -> None:
+    async def test_a_second_resumer_gets_session_locked(self, ref: SessionRef) -> None:
         """While one run holds the session, another resume raises SessionLocked naming it."""
         model = ScriptedModel(default=reply("working"))
         gate = anyio.Event()
@@ -168,21 +165,23 @@ class TestLease:
         async def before(turn: int) -> None:
             await gate.wait()
 
-        build, rebuild = builders(model, sqlite_ref)
+        build, rebuild = builders(model, ref)
         async with start_autonomous(build, "go", before_turn=before) as h:
             await h.ready()
             with pytest.raises(SessionLocked) as info:
-                await resume_autonomous(rebuild, sqlite_ref)
+                await resume_autonomous(rebuild, ref)
             assert str(LeaseHolder.this_process().pid) in info.value.holder
             await h.stop()
 
-    async def test_a_lost_lease_stops_the_run_and_writes_nothing_more(self, tmp_path: Path) -> None:
+    async def test_a_lost_lease_stops_the_run_and_writes_nothing_more(
+        self, durable: DurableStore
+    ) -> None:
         """When another process takes the session over, the run stops with lease_lost."""
         # Two clocks: the store's says when our lease expired, the run's when it renews. On
         # one clock the advance that expires the lease would also wake the renewal, which
         # would then race the takeover.
         store_clock, run_clock = FakeClock(), FakeClock()
-        async with SqliteEventLog(tmp_path / "l.db", clock=store_clock.now) as log:
+        async with durable.open(clock=store_clock.now) as log:
             ref = SessionRef(log, "a", "u", "s")
             stalled = anyio.Event()
 
@@ -204,24 +203,22 @@ class TestLease:
 
 class TestDurableInbox:
     async def test_a_message_injected_while_no_run_is_delivered_once_on_resume(
-        self, sqlite_ref: SessionRef
+        self, ref: SessionRef
     ) -> None:
         """An inject into a stopped session reaches the model once, on the next resume."""
         model = ScriptedModel([reply("turn one"), done(), reply("x"), done(), reply("y")])
-        build, rebuild = builders(model, sqlite_ref)
+        build, rebuild = builders(model, ref)
         await run_autonomous(build, "go", max_turns=1)
-        await send_inject(sqlite_ref.log, sqlite_ref.key, "new priority")
-        await resume_autonomous(rebuild, sqlite_ref, max_turns=5)
-        delivered = await sqlite_ref.log.read(sqlite_ref.key, kinds=[EventKind.INBOX_DELIVERED])
+        await send_inject(ref.log, ref.key, "new priority")
+        await resume_autonomous(rebuild, ref, max_turns=5)
+        delivered = await ref.log.read(ref.key, kinds=[EventKind.INBOX_DELIVERED])
         assert 1 == len(delivered)
         users = [m["content"] for m in model.last_messages if m["role"] == "user"]
         assert ["go", "[Inbox]\n- new priority\n\ncontinue"] == users
 
 
 class TestRemoteControl:
-    async def test_remote_stop_pause_and_inject_reach_a_running_run(
-        self, sqlite_ref: SessionRef
-    ) -> None:
+    async def test_remote_stop_pause_and_inject_reach_a_running_run(self, ref: SessionRef) -> None:
         """Control events another process writes to the log are obeyed by the run, each at
         the poll after it was written."""
         clock, model = FakeClock(), ScriptedModel(default=reply("working"))
@@ -229,45 +226,45 @@ class TestRemoteControl:
         async def before(turn: int) -> None:
             await clock.sleep_until(clock.now() + timedelta(seconds=60))  # a turn a minute
 
-        build, _ = builders(model, sqlite_ref)
+        build, _ = builders(model, ref)
         async with start_autonomous(
             build, "go", before_turn=before, max_turns=0, control_poll=1, clock=clock
         ) as h:
             await asleep(clock, 3)  # the lease, the watch, and turn 1 before it begins
-            await send_control(sqlite_ref.log, sqlite_ref.key, "pause")
+            await send_control(ref.log, ref.key, "pause")
             clock.advance(1)  # a poll reads the pause
             await asleep(clock, 3)
             clock.advance(59)  # turn 1 begins, and parks
             await wait_until(lambda: h.status == "paused")
-            await send_inject(sqlite_ref.log, sqlite_ref.key, "from afar")
-            await send_control(sqlite_ref.log, sqlite_ref.key, "resume")
+            await send_inject(ref.log, ref.key, "from afar")
+            await send_control(ref.log, ref.key, "resume")
             clock.advance(1)  # a poll reads both: turn 1 goes on, with the message
             await wait_until(
                 lambda: any("from afar" in str(m["content"]) for m in model.last_messages)
             )
-            await send_control(sqlite_ref.log, sqlite_ref.key, "stop")
+            await send_control(ref.log, ref.key, "stop")
             clock.advance(1)
             with anyio.fail_after(5):
                 result = await h.wait()
         assert (StopReason.CONTEXT_CANCELLED, "stopped") == (result.reason, h.status)
 
     async def test_a_stop_sent_while_no_run_is_alive_sticks_until_a_forced_resume(
-        self, sqlite_ref: SessionRef
+        self, ref: SessionRef
     ) -> None:
         """A stop left in the log while nobody runs the session keeps it stopped: a resume
         returns at once as stopped; a forced resume runs it, and obeys a new stop."""
         model = ScriptedModel(default=reply("working"))
-        build, rebuild = builders(model, sqlite_ref)
+        build, rebuild = builders(model, ref)
         await run_autonomous(build, "go", max_turns=1)
-        await send_control(sqlite_ref.log, sqlite_ref.key, "stop")  # nobody is running
+        await send_control(ref.log, ref.key, "stop")  # nobody is running
         calls = model.requests
-        refused = await resume_autonomous(rebuild, sqlite_ref, max_turns=0)
+        refused = await resume_autonomous(rebuild, ref, max_turns=0)
         assert (StopReason.CONTEXT_CANCELLED, 1, calls) == (
             refused.reason,
             refused.turns,
             model.requests,
         )
-        summary = (await sqlite_ref.log.sessions())[0]
+        summary = (await ref.log.sessions())[0]
         assert "context_cancelled" == summary.stop_reason
         polled, clock = anyio.Event(), FakeClock()
 
@@ -282,7 +279,7 @@ class TestRemoteControl:
             result_box.append(
                 await resume_autonomous(
                     rebuild,
-                    sqlite_ref,
+                    ref,
                     force=True,
                     before_turn=before,
                     max_turns=0,
@@ -299,7 +296,7 @@ class TestRemoteControl:
             while not polled.is_set():
                 clock.advance(1)
                 await asleep(clock, 3)
-            await send_control(sqlite_ref.log, sqlite_ref.key, "stop")
+            await send_control(ref.log, ref.key, "stop")
             clock.advance(1)
         (result,) = result_box
         assert StopReason.CONTEXT_CANCELLED == result.reason
@@ -384,17 +381,15 @@ class TestScheduling:
         )
         assert StopReason.COMPLETED == result.reason
 
-    async def test_due_sessions_lists_a_deferred_session_once_due(
-        self, sqlite_ref: SessionRef
-    ) -> None:
+    async def test_due_sessions_lists_a_deferred_session_once_due(self, ref: SessionRef) -> None:
         """A deferred session is due at its wake time, found by the log's index."""
         clock = FakeClock()
         model = ScriptedModel([schedule(300), reply("zz")])
-        build, _ = builders(model, sqlite_ref)
+        build, _ = builders(model, ref)
         await run_autonomous(build, "watch", scheduler=ExitOnDeferScheduler(), clock=clock)
-        assert [] == await sqlite_ref.log.due_sessions(clock.now())
-        due = await sqlite_ref.log.due_sessions(clock.now() + timedelta(seconds=300))
-        assert [sqlite_ref.key] == [s.key for s in due]
+        assert [] == await ref.log.due_sessions(clock.now())
+        due = await ref.log.due_sessions(clock.now() + timedelta(seconds=300))
+        assert [ref.key] == [s.key for s in due]
 
 
 class TestHistoryWindow:
@@ -408,12 +403,12 @@ class TestHistoryWindow:
         assert ["continue", "continue"] == users
         assert "the goal" in model.last_messages[0]["content"]
 
-    async def test_a_resume_loads_only_the_window(self, sqlite_ref: SessionRef) -> None:
+    async def test_a_resume_loads_only_the_window(self, ref: SessionRef) -> None:
         """A resume with history_turns reads only the newest turns back."""
         model = ScriptedModel([reply(f"answer {i}") for i in range(6)] + [done(), reply("ok")])
-        build, rebuild = builders(model, sqlite_ref)
+        build, rebuild = builders(model, ref)
         await run_autonomous(build, "the goal", max_turns=6)
-        await resume_autonomous(rebuild, sqlite_ref, max_turns=10, history_turns=3)
+        await resume_autonomous(rebuild, ref, max_turns=10, history_turns=3)
         assistants = [m["content"] for m in model.last_messages if m["role"] == "assistant"]
         assert ["answer 4", "answer 5"] == assistants[:2]
         assert "the goal" in model.last_messages[0]["content"]

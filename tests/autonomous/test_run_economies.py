@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import anyio
 import pytest
@@ -27,9 +27,10 @@ from autonomous._control_requests import Latch
 from autonomous._model import Model
 from autonomous._options import make_options
 from autonomous.testing import FakeClock, ScriptedModel, done, reply
-from eventlog import Checkpoint, Event, Lease, LeaseHolder, SessionRef, SqliteEventLog
+from eventlog import Checkpoint, Event, Lease, LeaseHolder, SessionRef
 
 from .helpers import builder, checkpoints, memory_session
+from .stores import DurableLog, DurableStore
 
 pytestmark = pytest.mark.anyio
 
@@ -293,29 +294,42 @@ class TestTelemetryDetection:
         assert expected == _last_line(code)
 
 
-class _CountingLog(SqliteEventLog):
-    """A SQLite log that counts its lease calls and tells when the lease is renewed."""
+class _CountingLog:
+    """A durable log (either store) that counts its lease calls and tells when the lease is
+    renewed; every other attribute is the store's own."""
 
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)
+    durable = True
+
+    def __init__(self, inner: DurableLog) -> None:
+        self.inner = inner
         self.renewed = anyio.Event()
         self.renewing = anyio.Event()
         self.calls: list[str] = []
 
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def __aenter__(self) -> Self:
+        await self.inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.inner.aclose()
+
     async def renew_lease(self, lease: Lease, ttl: float) -> Lease:
         self.calls.append("renew")
         self.renewing.set()
-        renewed = await super().renew_lease(lease, ttl)
+        renewed = await self.inner.renew_lease(lease, ttl)
         self.renewed.set()
         return renewed
 
     async def release_lease(self, lease: Lease) -> None:
         self.calls.append("release")
-        await super().release_lease(lease)
+        await self.inner.release_lease(lease)
 
     async def append_and_release(self, events: Sequence[Event], lease: Lease) -> list[int]:
         self.calls.append("append_and_release")
-        return await super().append_and_release(events, lease)
+        return await self.inner.append_and_release(events, lease)
 
 
 class _ProtocolOnly:
@@ -347,14 +361,13 @@ def _noting_tasks(seen: list[set[str]]) -> Any:
 
 class TestKeeperTasks:
     async def test_a_durable_run_renews_and_watches_in_two_tasks_of_its_own(
-        self, tmp_path: Path
+        self, durable: DurableStore
     ) -> None:
         """A durable run has a lease and a watch task from its start, however short it is;
         a run without a durable session has neither; both end with the run."""
         seen: list[set[str]] = []
-        async with SqliteEventLog(tmp_path / "l.db") as log:
-            durable = SessionRef(log, "a", "u", "s")
-            for session in (memory_session(), durable):
+        async with durable.open() as log:
+            for session in (memory_session(), SessionRef(log, "a", "u", "s")):
                 model = ScriptedModel([_noting_tasks(seen)])
                 build = builder(model, session=session)
                 result = await run_autonomous(build, "go", max_turns=1, control_poll=60)
@@ -366,7 +379,7 @@ class TestKeeperTasks:
         assert set() == _task_names() & {"lease", "watch"}
 
     async def test_the_lease_is_renewed_on_time_and_stopping_ends_both_tasks(
-        self, tmp_path: Path
+        self, durable: DurableStore
     ) -> None:
         """With a third of lease_ttl much shorter than control_poll, the lease is renewed
         a third of lease_ttl in (on the run's clock), long before the first poll; stopping
@@ -377,7 +390,7 @@ class TestKeeperTasks:
             stalled.set()
             await anyio.sleep_forever()
 
-        async with _CountingLog(tmp_path / "l.db") as log:
+        async with _CountingLog(durable.open()) as log:
             ref = SessionRef(log, "a", "u", "s")
             model = ScriptedModel([stall])
             async with start_autonomous(
@@ -399,10 +412,12 @@ class TestKeeperTasks:
 
 
 class TestLastWrite:
-    async def test_the_final_checkpoint_takes_the_lease_with_it(self, tmp_path: Path) -> None:
+    async def test_the_final_checkpoint_takes_the_lease_with_it(
+        self, durable: DurableStore
+    ) -> None:
         """A durable run's final checkpoint and the lease's release are one store call, and
         the session is free once the run returns."""
-        async with _CountingLog(tmp_path / "l.db") as log:
+        async with _CountingLog(durable.open()) as log:
             ref = SessionRef(log, "a", "u", "s")
             model = ScriptedModel([reply("one"), done("finished")])
             result = await run_autonomous(builder(model, session=ref), "go")
@@ -413,11 +428,11 @@ class TestLastWrite:
             await log.acquire_lease(ref.key, LeaseHolder("elsewhere", 1, "t"), 60)
 
     async def test_a_store_without_it_gets_the_append_then_the_release(
-        self, tmp_path: Path
+        self, durable: DurableStore
     ) -> None:
         """A store with the protocol's methods alone gets the final checkpoint appended, then
         the lease released."""
-        async with _CountingLog(tmp_path / "l.db") as log:
+        async with _CountingLog(durable.open()) as log:
             ref = SessionRef(_ProtocolOnly(log), "a", "u", "s")
             model = ScriptedModel([done("finished")])
             result = await run_autonomous(builder(model, session=ref), "go")
@@ -429,7 +444,7 @@ class TestLastWrite:
             await log.acquire_lease(ref.key, LeaseHolder("elsewhere", 1, "t"), 60)
 
     async def test_a_renewal_after_our_own_release_is_not_a_lost_lease(
-        self, tmp_path: Path
+        self, durable: DurableStore
     ) -> None:
         """The heartbeat renewing just after the final checkpoint dropped the lease finds it
         gone; that is the run's own release, not a takeover: the run completes."""
@@ -437,8 +452,8 @@ class TestLastWrite:
         clock = FakeClock()
 
         class _Slow(_CountingLog):
-            def __init__(self, path: Path) -> None:
-                super().__init__(path)
+            def __init__(self, inner: DurableLog) -> None:
+                super().__init__(inner)
                 self.answered = anyio.Event()
 
             async def renew_lease(self, lease: Lease, ttl: float) -> Lease:
@@ -457,7 +472,7 @@ class TestLastWrite:
                     await self.answered.wait()
                 return seqs
 
-        async with _Slow(tmp_path / "l.db") as log:
+        async with _Slow(durable.open()) as log:
             ref = SessionRef(log, "a", "u", "s")
             model = ScriptedModel([done("finished")])
             with structlog.testing.capture_logs() as logs:

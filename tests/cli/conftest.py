@@ -18,6 +18,8 @@ import pytest
 
 from eventlog import SessionKey, SqliteEventLog, event_to_dict
 
+from ..autonomous.stores import DurableLog, DurableStore, open_store
+
 BRAINS = Path(__file__).with_name("brains.py")
 #: The environment of every subprocess: offline, no colour, the tests' identity.
 ENV = {
@@ -68,12 +70,21 @@ def in_process(agent_dir: Path) -> Iterator[Path]:
         sys.path.remove(str(agent_dir.resolve()))
 
 
+def log_of(cwd: Path) -> DurableLog:
+    """The (unopened) log the commands of ``cwd`` use: the store ``AUTONOMOUS_DB`` names in
+    the commands' environment, else ``cwd``'s ./autonomous.db (never created here)."""
+    named = ENV.get("AUTONOMOUS_DB")
+    if named:
+        return open_store(named)
+    return SqliteEventLog(cwd / "autonomous.db", create=False)
+
+
 def session_events(cwd: Path, session: str) -> list[dict[str, Any]]:
     """The events of a session of ``cwd``'s log, read in-process (as ``show --json`` gives them)."""
     app, user, session_id = session.split("/") if "/" in session else ("tests", "tester", session)
 
     async def read() -> list[dict[str, Any]]:
-        async with SqliteEventLog(cwd / "autonomous.db", create=False) as log:
+        async with log_of(cwd) as log:
             return [event_to_dict(e) for e in await log.read(SessionKey(app, user, session_id))]
 
     events: list[dict[str, Any]] = anyio.run(read, backend="asyncio")
@@ -84,7 +95,7 @@ def holder_of(cwd: Path, session: str) -> str | None:
     """The live holder of a session's lease in ``cwd``'s log, read in-process."""
 
     async def read() -> str | None:
-        async with SqliteEventLog(cwd / "autonomous.db", create=False) as log:
+        async with log_of(cwd) as log:
             for summary in await log.sessions():
                 if summary.key.session_id == session:
                     return summary.holder
@@ -197,3 +208,19 @@ def start() -> Iterator[Callable[..., Background]]:
     yield begin
     for command in started:
         command.kill()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def cli_store(
+    request: pytest.FixtureRequest, agent_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> DurableStore:
+    """The store every command of the test uses, as an operator would choose it: SQLite, the
+    default ./autonomous.db of the agent directory; or PostgreSQL, a fresh schema (``pg_dsn``)
+    named by ``AUTONOMOUS_DB`` in the environment of every command (and of the in-process
+    reads above). A test that takes it runs once on each store."""
+    if request.param == "sqlite":
+        monkeypatch.delitem(ENV, "AUTONOMOUS_DB", raising=False)
+        return DurableStore("sqlite", str(agent_dir / "autonomous.db"))
+    dsn = request.getfixturevalue("pg_dsn")
+    monkeypatch.setitem(ENV, "AUTONOMOUS_DB", dsn)
+    return DurableStore("postgres", dsn)

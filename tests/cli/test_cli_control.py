@@ -39,6 +39,7 @@ def turns_of(agent_dir: Path, session: str) -> list[int]:
     return [e["payload"]["turn"] for e in events if e["kind"] == "user_message"]
 
 
+@pytest.mark.usefixtures("cli_store")  # on SQLite and on PostgreSQL
 class TestStopSticks:
     """``stop`` of a session that is not running."""
 
@@ -97,6 +98,7 @@ class TestContinueHint:
             assert "--force" not in hint
 
 
+@pytest.mark.usefixtures("cli_store")  # on SQLite and on PostgreSQL
 class TestPauseSticks:
     """``pause`` of a session that is not running."""
 
@@ -124,6 +126,7 @@ class TestPauseSticks:
         assert [1, 2] == turns_of(agent_dir, "p1")
 
 
+@pytest.mark.usefixtures("cli_store")  # on SQLite and on PostgreSQL
 class TestFinishedSessions:
     """Control of a session that has finished."""
 
@@ -153,6 +156,7 @@ class TestFinishedSessions:
 class TestExitStatus:
     """Statuses scripts can branch on."""
 
+    @pytest.mark.usefixtures("cli_store")
     def test_budget_stop(self, agent_dir: Path) -> None:
         """A run that hits max_turns exits 11."""
         write_spec(agent_dir, "loop", "looping", max_turns=2)
@@ -184,6 +188,7 @@ def final_checkpoints(agent_dir: Path, session: str) -> list[dict[str, object]]:
     ]
 
 
+@pytest.mark.usefixtures("cli_store")  # on SQLite and on PostgreSQL
 class TestSecondSignal:
     """A second SIGINT or SIGTERM while a run stops."""
 
@@ -231,6 +236,7 @@ class TestSecondSignal:
         assert 1 == len(final_checkpoints(agent_dir, "storm"))
 
 
+@pytest.mark.usefixtures("cli_store")  # on SQLite and on PostgreSQL
 class TestClosedPipe:
     """Output into a pipe whose reader has gone (``| head``)."""
 

@@ -1,6 +1,8 @@
-"""Two processes at once: a run in one, ``inject``/``pause``/``unpause``/``stop`` from another.
+"""Two processes at once: a run in one, ``inject``/``pause``/``unpause``/``stop`` from another,
+on each store (SQLite, and PostgreSQL named by ``AUTONOMOUS_DB``).
 
-The run watches its session's event log and obeys a remote request within about a second.
+The run watches its session's event log and obeys a remote request (within about a second;
+how fast is measured in bench/, not asserted here).
 """
 
 from __future__ import annotations
@@ -10,10 +12,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from .conftest import Background, cli, session_events, write_spec
 
-#: How long a run may take to obey a remote request (the contract is "within about a second").
-OBEY = 2.5
+#: How long to wait for a run to obey a remote request before calling it a hang: far above
+#: the second it takes, so a loaded machine does not fail the test (speed is bench/'s).
+OBEY = 20.0
 
 
 def looping_run(agent_dir: Path, start: Callable[..., Background], session: str) -> Background:
@@ -24,6 +29,7 @@ def looping_run(agent_dir: Path, start: Callable[..., Background], session: str)
     return run
 
 
+@pytest.mark.usefixtures("cli_store")  # on SQLite and on PostgreSQL
 class TestRemoteControl:
     """A running session obeys requests sent from another process through the log."""
 
@@ -37,7 +43,7 @@ class TestRemoteControl:
         assert (3, True) == (second.returncode, "is held by" in second.stderr), second.stderr
         sent = cli(agent_dir, "stop", "tests/tester/r1", "--as", "bob")
         assert 0 == sent.returncode, sent.stderr
-        assert 15 == run.finish(timeout=OBEY + 5)  # stopped
+        assert 15 == run.finish(timeout=OBEY)  # stopped
         result = json.loads(run.stdout())
         assert "context_cancelled" == result["reason"]
         events = session_events(agent_dir, "r1")
@@ -50,10 +56,8 @@ class TestRemoteControl:
     ) -> None:
         """`autonomous inject` reaches the running agent's next turn; it finishes on it."""
         run = looping_run(agent_dir, start, "r2")
-        sent = time.monotonic()
         assert 0 == cli(agent_dir, "inject", "r2", "wrap it up", "--as", "carol").returncode
-        assert 0 == run.finish(timeout=OBEY + 5)
-        assert time.monotonic() - sent < OBEY + 1
+        assert 0 == run.finish(timeout=OBEY)
         result = json.loads(run.stdout())
         assert "completed" == result["reason"]
         assert "(from carol) wrap it up" in result["done_detail"]
@@ -75,5 +79,5 @@ class TestRemoteControl:
         run.wait_for(r"^resumed before turn", timeout=OBEY)
         run.wait_for(rf"^turn {turns + 1} \|", timeout=OBEY)
         assert 0 == cli(agent_dir, "stop", "r3").returncode
-        assert 15 == run.finish(timeout=OBEY + 5)  # stopped
+        assert 15 == run.finish(timeout=OBEY)  # stopped
         assert "context_cancelled" == json.loads(run.stdout())["reason"]
