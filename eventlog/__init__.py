@@ -1,4 +1,4 @@
-"""Append-only event log: events, SQLite and in-memory stores, checkpoints, session leases.
+"""Append-only event log: events; in-memory, SQLite and PostgreSQL stores; checkpoints; leases.
 
 Map:
     _events.py   the event envelope and one frozen payload class per kind
@@ -11,10 +11,18 @@ Map:
     _sqlite_errors.py  SqliteEventLog's error messages (a file it cannot use, sqlite errors)
     _schema.py   SqliteEventLog's tables, statements and row conversions
     _worker.py   aiosqlite's thread: one trip per operation, a daemon closed at exit
+    _postgres.py  PostgresEventLog: psycopg 3 async, a pool, one statement per write, claims
+    _postgres_sql.py  all of PostgresEventLog's SQL: schema, statements, row conversions
+    _postgres_batch.py  a batch of events as the parameters of its one append statement
+    _postgres_conn.py  its pool and connections: the masked DSN, server errors, schema set-up
+    _postgres_prune.py  PostgresEventLog.prune: finished sessions, deleted in short batches
+    _postgres_listen.py  its LISTEN connection and Watch (wake-ups across processes)
     _rules.py    pure rules both stores share: lease takeover, summaries, due and finished sessions
     _process.py  this host's process table: a holder's start time, zombies, reused pids
     _errors.py   the error tree (EventLogError at the root)
 """
+
+from typing import TYPE_CHECKING, Any
 
 from ._codec import decode_payload, encode_payload, event_from_dict, event_to_dict
 from ._errors import (
@@ -62,6 +70,33 @@ from ._store import (
     SessionSummary,
 )
 
+if TYPE_CHECKING:
+    from ._postgres import PostgresEventLog
+    from ._postgres_listen import Watch
+
+#: The names imported on first use: they need the [postgres] extra (psycopg), which
+#: ``import eventlog`` does not.
+_POSTGRES_NAMES = {"PostgresEventLog": "_postgres", "Watch": "_postgres_listen"}
+
+
+def __getattr__(name: str) -> Any:
+    """PostgresEventLog and Watch, imported when first used; a clear ImportError without psycopg."""
+    module = _POSTGRES_NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'eventlog' has no attribute {name!r}")
+    import importlib
+
+    try:
+        found = getattr(importlib.import_module(f".{module}", __name__), name)
+    except ImportError as exc:
+        raise ImportError(
+            f"eventlog.{name} needs psycopg 3 and psycopg-pool ({exc}):"
+            " pip install 'bounded-autonomous[postgres]'"
+        ) from exc
+    globals()[name] = found
+    return found
+
+
 __all__ = [
     "SCHEMA_VERSION",
     "AssistantMessage",
@@ -84,6 +119,7 @@ __all__ = [
     "Originator",
     "Payload",
     "PermissionDecision",
+    "PostgresEventLog",
     "PruneResult",
     "PrunedSession",
     "Schedule",
@@ -98,6 +134,7 @@ __all__ = [
     "ToolResult",
     "UnknownSchemaVersion",
     "UserMessage",
+    "Watch",
     "decode_payload",
     "encode_payload",
     "event_from_dict",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from eventlog import EventLog, MemoryEventLog, SqliteEventLog
+from eventlog import EventLog, MemoryEventLog, PostgresEventLog, SqliteEventLog
 
 
 class FakeClock:
@@ -46,16 +46,18 @@ def db_path(tmp_path: Path) -> Path:
     return tmp_path / "events.db"
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 async def store(
     request: pytest.FixtureRequest, db_path: Path, clock: FakeClock
 ) -> AsyncIterator[EventLog]:
-    """Each store in turn, open, on the fake clock."""
-    log: MemoryEventLog | SqliteEventLog
+    """Each store in turn, open, on the fake clock (Postgres in a fresh schema of its own)."""
+    log: MemoryEventLog | SqliteEventLog | PostgresEventLog
     if request.param == "memory":
         log = MemoryEventLog(clock=clock)
-    else:
+    elif request.param == "sqlite":
         log = SqliteEventLog(db_path, clock=clock)
+    else:
+        log = PostgresEventLog(request.getfixturevalue("pg_dsn"), clock=clock, max_size=4)
     async with log:
         yield log
 

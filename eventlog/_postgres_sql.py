@@ -1,0 +1,487 @@
+"""PostgresEventLog's schema, every SQL statement it runs, and the row <-> value conversions."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import attrs
+from psycopg import sql as psql
+
+from ._codec import decode_payload
+from ._events import Event, EventKind, SessionKey
+from ._rules import as_utc
+from ._store import LeaseHolder, SessionSummary
+
+#: The version of the tables below, kept in ``eventlog_meta``; a newer schema is refused, never
+#: rewritten. An older one is migrated when opened, one version at a time (:data:`MIGRATIONS`).
+STORE_VERSION = 1
+
+#: The statements that bring each older version to the next (none yet: version 1 is the first).
+MIGRATIONS: dict[str, tuple[str, ...]] = {}
+
+# The lease lives on the session row (holder, epoch, expiry): the row every append locks first,
+# so that an append, a claim and a takeover of one session run one after another. A released
+# lease keeps its epoch, so that epochs only grow. ``next_wake_at`` is on the row too, with a
+# partial index on the due ones (what claim_due scans). Events are keyed by (sid, seq): seqs
+# come from one sequence, taken only once the session row is locked, so that within a session
+# commit order is seq order (a reader after its last seq never misses a row).
+SCHEMA = (
+    """
+CREATE TABLE IF NOT EXISTS eventlog_meta (
+    key text PRIMARY KEY,
+    value text NOT NULL
+)""",
+    """
+CREATE TABLE IF NOT EXISTS eventlog_sessions (
+    sid bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    app text NOT NULL,
+    "user" text NOT NULL,
+    session_id text NOT NULL,
+    checkpoint_seq bigint,
+    turns integer,
+    cost_usd double precision,
+    stop_reason text,
+    next_wake_at timestamptz,
+    updated_at timestamptz,
+    paused boolean NOT NULL DEFAULT false,
+    stopped boolean NOT NULL DEFAULT false,
+    unpriced boolean NOT NULL DEFAULT false,
+    holder_host text,
+    holder_pid integer,
+    holder_token text,
+    holder_started text,
+    heartbeat timestamptz,
+    expires_at timestamptz,
+    epoch bigint NOT NULL DEFAULT 0,
+    UNIQUE (app, "user", session_id)
+)""",
+    """
+CREATE INDEX IF NOT EXISTS eventlog_sessions_due ON eventlog_sessions (next_wake_at)
+    WHERE stop_reason = 'deferred' AND NOT stopped""",
+    "CREATE SEQUENCE IF NOT EXISTS eventlog_seq",
+    """
+CREATE TABLE IF NOT EXISTS eventlog_events (
+    sid bigint NOT NULL REFERENCES eventlog_sessions (sid),
+    seq bigint NOT NULL,
+    id text NOT NULL,
+    kind text NOT NULL,
+    author text NOT NULL,
+    at timestamptz NOT NULL,
+    v integer NOT NULL,
+    payload text NOT NULL,
+    PRIMARY KEY (sid, seq)
+)""",
+    f"""
+INSERT INTO eventlog_meta (key, value) VALUES ('schema_version', '{STORE_VERSION}')
+ON CONFLICT (key) DO NOTHING""",
+)
+
+#: Serialises the creation and migration of one schema's tables between processes.
+SETUP_LOCK = "SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.eventlog'))"
+HAS_META = "SELECT to_regclass('eventlog_meta') IS NOT NULL, current_schema()"
+GET_VERSION = "SELECT value FROM eventlog_meta WHERE key = 'schema_version'"
+
+_KEY = 'app = %(app)s AND "user" = %(user)s AND session_id = %(session_id)s'
+
+#: The session's id, the session added if it is new. A concurrent first insert of the same
+#: session may leave both parts empty (its row is not in this statement's snapshot): ask again.
+ENSURE_SESSION = f"""
+WITH added AS (
+    INSERT INTO eventlog_sessions (app, "user", session_id)
+    VALUES (%(app)s, %(user)s, %(session_id)s)
+    ON CONFLICT (app, "user", session_id) DO NOTHING
+    RETURNING sid
+)
+SELECT sid FROM added UNION ALL SELECT sid FROM eventlog_sessions WHERE {_KEY}
+"""
+SELECT_SID = f"SELECT sid FROM eventlog_sessions WHERE {_KEY}"
+
+#: The log's newest seq (0 before the first): every event appended to a session after its row
+#: was locked by the reader gets a larger one.
+_LOG_SEQ = "coalesce(pg_sequence_last_value('eventlog_seq'), 0)"
+
+# One append, one statement: lock the batch's session rows (in sid order, so that two batches
+# never deadlock), fenced by the lease when there is one; only then take the seqs (one per
+# event, in batch order) and insert; update the summaries of the sessions the batch holds a
+# checkpoint or control request of; drop the lease (append_and_release); notify. A fence that
+# fails locks no row, so that nothing is inserted, updated or notified.
+APPEND = """
+WITH locked AS (
+    SELECT sid FROM eventlog_sessions
+    WHERE sid = ANY(%(sids)s::bigint[])
+        AND (%(token)s::text IS NULL OR (holder_token = %(token)s AND epoch = %(epoch)s))
+    ORDER BY sid
+    FOR UPDATE
+), batch AS (
+    SELECT r.ord, r.sid, nextval('eventlog_seq') AS seq, r.id, r.kind, r.author, r.at, r.v,
+           r.payload
+    FROM unnest(%(e_sid)s::bigint[], %(e_id)s::text[], %(e_kind)s::text[], %(e_author)s::text[],
+                %(e_at)s::timestamptz[], %(e_v)s::integer[], %(e_payload)s::text[])
+        WITH ORDINALITY AS r (sid, id, kind, author, at, v, payload, ord)
+    WHERE (SELECT count(*) FROM locked) = cardinality(%(sids)s::bigint[])
+), inserted AS (
+    INSERT INTO eventlog_events (sid, seq, id, kind, author, at, v, payload)
+    SELECT sid, seq, id, kind, author, at, v, payload FROM batch ORDER BY ord
+), changes AS (
+    SELECT u.*, (SELECT b.seq FROM batch AS b WHERE b.ord = u.ck_ord) AS ck_seq
+    FROM unnest(%(u_sid)s::bigint[], %(u_ck)s::bigint[], %(u_turns)s::integer[],
+                %(u_cost)s::double precision[], %(u_reason)s::text[],
+                %(u_wake)s::timestamptz[], %(u_updated)s::timestamptz[],
+                %(u_paused)s::boolean[], %(u_stopped)s::boolean[], %(u_unpriced)s::boolean[],
+                %(u_release)s::boolean[])
+        AS u (sid, ck_ord, turns, cost_usd, stop_reason, next_wake_at, updated_at, paused,
+              stopped, unpriced, release)
+    WHERE EXISTS (SELECT 1 FROM batch)
+), updated AS (
+    UPDATE eventlog_sessions AS s SET
+        checkpoint_seq = coalesce(c.ck_seq, s.checkpoint_seq),
+        turns = CASE WHEN c.ck_seq IS NULL THEN s.turns ELSE c.turns END,
+        cost_usd = CASE WHEN c.ck_seq IS NULL THEN s.cost_usd ELSE c.cost_usd END,
+        stop_reason = CASE WHEN c.ck_seq IS NULL THEN s.stop_reason ELSE c.stop_reason END,
+        next_wake_at = CASE WHEN c.ck_seq IS NULL THEN s.next_wake_at ELSE c.next_wake_at END,
+        updated_at = CASE WHEN c.ck_seq IS NULL THEN s.updated_at ELSE c.updated_at END,
+        unpriced = CASE WHEN c.ck_seq IS NULL THEN s.unpriced ELSE c.unpriced END,
+        paused = CASE
+            WHEN c.ck_seq IS NOT NULL THEN c.paused
+            WHEN s.checkpoint_seq IS NOT NULL THEN coalesce(c.paused, s.paused)
+            ELSE s.paused END,
+        stopped = CASE
+            WHEN c.ck_seq IS NOT NULL THEN c.stopped
+            WHEN s.checkpoint_seq IS NOT NULL THEN s.stopped OR c.stopped
+            ELSE s.stopped END,
+        holder_host = CASE WHEN c.release THEN NULL ELSE s.holder_host END,
+        holder_pid = CASE WHEN c.release THEN NULL ELSE s.holder_pid END,
+        holder_token = CASE WHEN c.release THEN NULL ELSE s.holder_token END,
+        holder_started = CASE WHEN c.release THEN NULL ELSE s.holder_started END,
+        expires_at = CASE WHEN c.release THEN NULL ELSE s.expires_at END
+    FROM changes AS c
+    WHERE s.sid = c.sid
+), notified AS (
+    SELECT pg_notify(%(channel)s, n) FROM unnest(%(notify)s::text[]) AS n
+    WHERE EXISTS (SELECT 1 FROM batch)
+)
+SELECT array_agg(seq ORDER BY ord), (SELECT count(*) FROM notified) FROM batch
+"""
+
+_LEASE_COLUMNS = "holder_host, holder_pid, holder_token, holder_started, expires_at, epoch"
+SELECT_LEASE = f"SELECT {_LEASE_COLUMNS} FROM eventlog_sessions WHERE {_KEY}"
+LOCK_LEASE = f"SELECT {_LEASE_COLUMNS} FROM eventlog_sessions WHERE sid = %(sid)s FOR UPDATE"
+WRITE_LEASE = f"""
+UPDATE eventlog_sessions SET
+    holder_host = %(host)s, holder_pid = %(pid)s, holder_token = %(token)s,
+    holder_started = %(started)s, heartbeat = %(now)s, expires_at = %(expires_at)s,
+    epoch = %(epoch)s
+WHERE sid = %(sid)s
+RETURNING {_LOG_SEQ}
+"""
+RENEW_LEASE = f"""
+UPDATE eventlog_sessions SET heartbeat = %(now)s, expires_at = %(expires_at)s
+WHERE {_KEY} AND holder_token = %(token)s AND epoch = %(epoch)s
+"""
+# Many leases, in sid order (two renewals never deadlock); the renewed ones' index in the
+# list given.
+RENEW_LEASES = """
+WITH wanted AS (
+    SELECT w.ord, s.sid FROM eventlog_sessions AS s
+    JOIN unnest(%(apps)s::text[], %(users)s::text[], %(session_ids)s::text[],
+                %(tokens)s::text[], %(epochs)s::bigint[]) WITH ORDINALITY
+        AS w (app, "user", session_id, token, epoch, ord)
+        ON s.app = w.app AND s."user" = w."user" AND s.session_id = w.session_id
+            AND s.holder_token = w.token AND s.epoch = w.epoch
+    ORDER BY s.sid
+    FOR UPDATE OF s
+), renewed AS (
+    UPDATE eventlog_sessions AS s SET heartbeat = %(now)s, expires_at = %(expires_at)s
+    FROM (SELECT DISTINCT sid FROM wanted) AS w
+    WHERE s.sid = w.sid
+    RETURNING s.sid
+)
+SELECT w.ord FROM wanted AS w WHERE w.sid IN (SELECT sid FROM renewed)
+"""
+RELEASE_LEASE = f"""
+WITH released AS (
+    UPDATE eventlog_sessions SET
+        holder_host = NULL, holder_pid = NULL, holder_token = NULL, holder_started = NULL,
+        expires_at = NULL
+    WHERE {_KEY} AND holder_token = %(token)s AND epoch = %(epoch)s
+    RETURNING sid
+)
+SELECT pg_notify(%(channel)s, %(payload)s) FROM released
+"""
+
+#: The kinds this code knows, as an SQL array. A read filtered by kind also fetches the rows of
+#: every other kind (a newer release's, or a damaged row) so that decoding them fails loudly:
+#: a filter must never make a row this code cannot read vanish from a resume in silence.
+KNOWN_KINDS = [str(kind) for kind in EventKind]
+KIND_FILTER = " AND (kind = ANY(%(kinds)s::text[]) OR kind <> ALL(%(known)s::text[]))"
+
+_EVENT_COLUMNS = "seq, id, kind, author, at, v, payload"
+SELECT_EVENTS = f"SELECT {_EVENT_COLUMNS} FROM eventlog_events WHERE sid = %(sid)s"
+AFTER_SEQ = " AND seq > %(after_seq)s"
+COUNT_EVENTS = "SELECT count(*) FROM eventlog_events WHERE sid = %(sid)s"
+SELECT_CHECKPOINT = """
+SELECT e.seq, e.id, e.kind, e.author, e.at, e.v, e.payload
+FROM eventlog_sessions AS s JOIN eventlog_events AS e
+    ON e.sid = s.sid AND e.seq = s.checkpoint_seq
+WHERE s.sid = %(sid)s
+"""
+
+# A summary row: the key, the summary, and the holder of a lease live at the clock's now.
+_SUMMARY_COLUMNS = """
+s.app, s."user", s.session_id, s.turns, s.cost_usd, s.stop_reason, s.next_wake_at,
+s.updated_at, s.checkpoint_seq, s.paused, s.stopped, s.unpriced,
+CASE WHEN s.expires_at > %(clock)s THEN s.holder_host END,
+s.holder_pid, s.holder_token
+"""
+SELECT_SESSIONS = f"""
+SELECT {_SUMMARY_COLUMNS} FROM eventlog_sessions AS s
+WHERE s.checkpoint_seq IS NOT NULL
+ORDER BY s.checkpoint_seq DESC
+"""
+_DUE = "s.stop_reason = 'deferred' AND NOT s.stopped AND s.next_wake_at <= %(now)s"
+SELECT_DUE = f"""
+SELECT {_SUMMARY_COLUMNS} FROM eventlog_sessions AS s
+WHERE {_DUE}
+ORDER BY s.next_wake_at, s.checkpoint_seq
+"""
+
+# What claim_due may take: due and not paused (or, with interrupted, a checkpoint with no stop
+# reason, neither stopped nor paused); not held: no holder, an expired lease, or a holder of
+# this host found gone (its token in %(gone)s). The claimer's own live lease counts as held.
+_INTERRUPTED = "s.checkpoint_seq IS NOT NULL AND s.stop_reason IS NULL AND NOT s.stopped"
+_FREE = (
+    "(s.holder_token IS NULL OR s.expires_at <= %(clock)s"
+    " OR s.holder_token = ANY(%(gone)s::text[]))"
+)
+_CLAIMABLE = f"NOT s.paused AND (({_DUE}) OR (%(interrupted)s AND {_INTERRUPTED}))"
+_CLAIM_ORDER = f"""
+CASE WHEN {_DUE} THEN 0 ELSE 1 END,
+CASE WHEN {_DUE} THEN s.next_wake_at ELSE s.updated_at END,
+s.checkpoint_seq
+"""
+#: The live leases of this host's holders on claimable sessions: whose processes to look at.
+SELECT_LOCAL_HOLDERS = f"""
+SELECT s.holder_token, s.holder_pid, s.holder_started FROM eventlog_sessions AS s
+WHERE {_CLAIMABLE} AND s.holder_token IS NOT NULL AND s.expires_at > %(clock)s
+    AND s.holder_host = %(this_host)s
+"""
+# One claim, one statement: pick (and lock) up to %(limit)s claimable sessions, skipping those
+# another claimer has locked, then take their leases (a new epoch each) and notify. The rows
+# come back in no order (a window function cannot go with FOR UPDATE): see claim_order.
+CLAIM_DUE = f"""
+WITH picked AS (
+    SELECT s.sid FROM eventlog_sessions AS s
+    WHERE {_CLAIMABLE} AND {_FREE}
+    ORDER BY {_CLAIM_ORDER}
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE eventlog_sessions AS s SET
+        holder_host = %(host)s, holder_pid = %(pid)s, holder_token = %(token)s,
+        holder_started = %(started)s, heartbeat = %(clock)s, expires_at = %(expires_at)s,
+        epoch = s.epoch + 1
+    FROM picked AS p
+    WHERE s.sid = p.sid
+    RETURNING s.app, s."user", s.session_id, s.turns, s.cost_usd, s.stop_reason,
+        s.next_wake_at, s.updated_at, s.checkpoint_seq, s.paused, s.stopped, s.unpriced,
+        s.epoch, {_LOG_SEQ} AS log_seq
+), notified AS (
+    SELECT pg_notify(%(channel)s, json_build_array(app, "user", session_id)::text)
+    FROM claimed
+)
+SELECT c.*, (SELECT count(*) FROM notified) FROM claimed AS c
+"""
+
+# -- the NUL character ---------------------------------------------------------------------
+# PostgreSQL text cannot hold U+0000, which a session key or an author may. Such text is
+# stored with it escaped as DLE "0" (and DLE itself doubled); any other text is stored as is.
+_DLE = "\x10"
+_UNESCAPE = re.compile("\x10(.)", re.DOTALL)
+
+
+def escape(text: str) -> str:
+    """``text`` as a text column stores it (see above)."""
+    if "\x00" not in text and _DLE not in text:
+        return text
+    return text.replace(_DLE, _DLE + _DLE).replace("\x00", _DLE + "0")
+
+
+def unescape(text: str) -> str:
+    """The text :func:`escape` stored as ``text``."""
+    if _DLE not in text:
+        return text
+    return _UNESCAPE.sub(lambda m: "\x00" if m.group(1) == "0" else m.group(1), text)
+
+
+def key_params(key: SessionKey) -> dict[str, str]:
+    """The (app, user, session_id) parameters of a session."""
+    return {"app": escape(key.app), "user": escape(key.user), "session_id": escape(key.session_id)}
+
+
+def key_of(app: str, user: str, session_id: str) -> SessionKey:
+    """The session key of a row's three key columns."""
+    return SessionKey(unescape(app), unescape(user), unescape(session_id))
+
+
+def notice(key: SessionKey) -> str:
+    """A session's notification payload: its key columns as a JSON array (pg_notify payloads
+    are what a listener reads back through :func:`key_of_notice`)."""
+    return json.dumps([escape(key.app), escape(key.user), escape(key.session_id)])
+
+
+def key_of_notice(payload: str) -> SessionKey | None:
+    """The session a notification names (``None``: a payload this code did not write)."""
+    try:
+        app, user, session_id = json.loads(payload)
+        return key_of(str(app), str(user), str(session_id))
+    except (ValueError, TypeError):
+        return None
+
+
+#: What a listening connection sends now and then to find out that its server is gone.
+PROBE = "SELECT 1"
+
+
+def listen(channel: str) -> psql.Composed:
+    """The LISTEN statement of a channel (an identifier, quoted)."""
+    return psql.SQL("LISTEN {}").format(psql.Identifier(channel))
+
+
+def channel_of(schema: str) -> str:
+    """The notification channel of the tables in ``schema`` (an identifier: 63 bytes at most)."""
+    name = f"eventlog_{schema}"
+    if len(name.encode()) <= 63 and name.isascii():
+        return name
+    return "eventlog_" + hashlib.sha256(schema.encode()).hexdigest()[:40]
+
+
+# -- rows ----------------------------------------------------------------------------------
+
+
+def event_from_row(row: Sequence[Any], key: SessionKey) -> Event:
+    """The event of session ``key`` stored in ``row``; an unreadable row raises
+    :class:`~eventlog.CorruptEvent`."""
+    seq, event_id, kind, author, at, v, payload = row
+    event_id = unescape(event_id)
+    decoded = decode_payload(kind, payload, v=v, session=str(key), seq=seq, event_id=event_id)
+    return Event(
+        key=key,
+        kind=EventKind(kind),
+        payload=decoded,
+        author=unescape(author),
+        at=as_utc(at),
+        id=event_id,
+        seq=seq,
+        v=v,
+    )
+
+
+def summary_from_row(row: Sequence[Any]) -> SessionSummary:
+    """A session summary (with its live lease holder, if any) from a summary row."""
+    app, user, session_id, turns, cost, reason, wake, updated, seq, *flags, host, pid, token = row
+    paused, stopped, unpriced = flags
+    return SessionSummary(
+        key=key_of(app, user, session_id),
+        turns=turns,
+        cost_usd=cost,
+        stop_reason=reason,
+        next_wake_at=None if wake is None else as_utc(wake),
+        updated_at=as_utc(updated),
+        checkpoint_seq=seq,
+        holder=None if host is None or token is None else str(LeaseHolder(host, pid, token)),
+        paused=paused,
+        stopped=stopped,
+        unpriced=unpriced,
+    )
+
+
+def holder_params(holder: LeaseHolder) -> dict[str, Any]:
+    """The holder columns' parameters of a lease holder."""
+    return {
+        "host": holder.host,
+        "pid": holder.pid,
+        "token": holder.token,
+        "started": holder.started,
+    }
+
+
+def lease_of_row(row: Sequence[Any] | None) -> tuple[LeaseHolder | None, datetime | None, int]:
+    """A :data:`SELECT_LEASE` row as (holder, expiry, epoch); no holder for a released lease.
+
+    No row at all is a session never leased: no holder, epoch 0.
+    """
+    if row is None:
+        return None, None, 0
+    host, pid, token, started, expires_at, epoch = row
+    if token is None:
+        return None, None, epoch
+    return LeaseHolder(host, pid, token, started), as_utc(expires_at), epoch
+
+
+def lost_detail(row: Sequence[Any] | None) -> str:
+    """Why a lease is no longer ours, from the session's :data:`SELECT_LEASE` row."""
+    current, _, epoch = lease_of_row(row)
+    return "released" if current is None else f"now held by {current} (epoch {epoch})"
+
+
+def claim_from_row(
+    row: Sequence[Any], holder: LeaseHolder, expires_at: datetime
+) -> tuple[SessionSummary, int, int]:
+    """A :data:`CLAIM_DUE` row as (the claimed summary, the new epoch, the log's newest seq)."""
+    *columns, epoch, log_seq, _ = row
+    summary = summary_from_row([*columns, None, None, None])
+    return attrs.evolve(summary, holder=str(holder)), epoch, log_seq
+
+
+# -- prune ---------------------------------------------------------------------------------
+
+# The sessions whose latest checkpoint is older than the cut-off, oldest first: their summary
+# (as summary_from_row reads it, holder columns empty), then the session id, how many of its
+# events a prune deletes (neither the checkpoint nor a note), its newest event's seq and
+# time, and its lease columns (as lease_of_row reads them).
+SELECT_PRUNABLE = f"""
+SELECT s.app, s."user", s.session_id, s.turns, s.cost_usd, s.stop_reason, s.next_wake_at,
+       s.updated_at, s.checkpoint_seq, s.paused, s.stopped, s.unpriced, NULL, NULL, NULL,
+       s.sid,
+       (SELECT count(*) FROM eventlog_events AS e
+        WHERE e.sid = s.sid AND e.seq <> s.checkpoint_seq AND e.kind <> '{EventKind.NOTE}'),
+       last.seq, last.at,
+       s.holder_host, s.holder_pid, s.holder_token, s.holder_started, s.expires_at, s.epoch
+FROM eventlog_sessions AS s
+CROSS JOIN LATERAL (
+    SELECT e.seq, e.at FROM eventlog_events AS e WHERE e.sid = s.sid ORDER BY e.seq DESC LIMIT 1
+) AS last
+WHERE s.checkpoint_seq IS NOT NULL AND s.updated_at < %(cut)s
+ORDER BY s.checkpoint_seq
+"""
+
+# One batch, one statement: renew the prune's lease (which locks the row, so that no append
+# runs meanwhile), then delete the session's oldest events up to its newest one when the prune
+# looked (what came later stays), but its latest checkpoint and its notes; nothing when the
+# session has a newer checkpoint than the prune looked at. Says: the lease renewed (0 or 1),
+# the session's checkpoint seq, and how many events went.
+PRUNE_BATCH = f"""
+WITH fence AS (
+    UPDATE eventlog_sessions SET heartbeat = %(now)s, expires_at = %(expires_at)s
+    WHERE sid = %(sid)s AND holder_token = %(token)s AND epoch = %(epoch)s
+    RETURNING checkpoint_seq
+), doomed AS (
+    SELECT e.seq FROM eventlog_events AS e
+    WHERE e.sid = %(sid)s AND e.seq <= %(last_seq)s AND e.seq <> %(checkpoint_seq)s
+        AND e.kind <> '{EventKind.NOTE}'
+        AND (SELECT checkpoint_seq FROM fence) = %(checkpoint_seq)s
+    ORDER BY e.seq
+    LIMIT %(limit)s
+), deleted AS (
+    DELETE FROM eventlog_events AS e USING doomed AS d
+    WHERE e.sid = %(sid)s AND e.seq = d.seq
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM fence), (SELECT checkpoint_seq FROM fence),
+       (SELECT count(*) FROM deleted)
+"""
