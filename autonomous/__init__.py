@@ -23,7 +23,7 @@ Map (the core is flat here; its edges are the sub-packages at the end):
     _options.py       RunOptions (every keyword option, validated) and RunKwargs (their types)
     _result.py        StopReason, AutonomousStatus, RetryDecision, RunResult
     _remote.py        send_inject / send_control: control a session through its event log
-    _durable.py       the session lease and its heartbeat, the log watcher
+    _durable.py       the session lease (or one lent: AdoptedLease), its heartbeat, the log watch
     _restore.py       rebuilding a run from its session's log (unfinished turns included)
     _session_state.py a session's state from outside a run: completed, stopped, the horizon
     _supervisor.py    supervisors: decisions, rules, the snapshot they see; _judge.py the LLM judge
@@ -50,6 +50,7 @@ from ._cli._spec import Problem as SpecProblem
 from ._cli._spec_reader import load_spec
 from ._cli._validate import validate as validate_spec
 from ._driver import resume_autonomous, run_autonomous, start_autonomous
+from ._durable import AdoptedLease
 from ._errors import (
     AutonomousError,
     BuildError,
@@ -100,6 +101,7 @@ from ._tools import Tool, ToolArgumentError, ToolCallContext, current_tool_call,
 
 __all__ = [
     "AbortRun",
+    "AdoptedLease",
     "Agent",
     "AgentSpec",
     "AutonomousError",

@@ -15,6 +15,7 @@ from eventlog import SessionRef
 from permissions import GateWouldDeadlock as _GateDeadlock
 
 from ._agent import BuildFn, RebuildFn
+from ._durable import AdoptedLease
 from ._errors import ConfigurationError, GateWouldDeadlock
 from ._handle import AutonomousHandle
 from ._options import RunKwargs, RunOptions, make_options
@@ -63,19 +64,30 @@ def start_autonomous(
 
 
 async def resume_autonomous(
-    build: RebuildFn, ref: SessionRef, *, force: bool = False, **options: Unpack[RunKwargs]
+    build: RebuildFn,
+    ref: SessionRef,
+    *,
+    force: bool = False,
+    lease: AdoptedLease | None = None,
+    **options: Unpack[RunKwargs],
 ) -> RunResult:
     """Continue a session from its latest checkpoint, budgets carried forward.
 
     ``build(extra_tools, session_id)`` must return an Agent on that session. Takes the
-    session lease first (:class:`eventlog.SessionLocked` when another live holder has it).
+    session lease first (:class:`eventlog.SessionLocked` when another live holder has it),
+    unless ``lease`` lends it one already held (a daemon's claim: :class:`AdoptedLease`),
+    which the run fences its appends with but leaves to the lender to renew and release.
     A session that completed returns its stored result at once; so does one that was stopped
     on purpose (``context_cancelled``, status ``stopped``) unless ``force=True``.
     """
     if not isinstance(ref, SessionRef):
         raise ConfigurationError(f"resume_autonomous needs a SessionRef, got {ref!r}")
+    if lease is not None and not isinstance(lease, AdoptedLease):
+        raise ConfigurationError(f"lease must be an AdoptedLease, got {lease!r}")
+    if lease is not None and lease.lease.key != ref.key:
+        raise ConfigurationError(f"lease is of session {lease.lease.key}, not of {ref.key}")
     opts = _prepare(build, "resume", options)
-    return await Run(build, "", opts, resume=ref, force=force).execute()
+    return await Run(build, "", opts, resume=ref, force=force, lease=lease).execute()
 
 
 @attrs.define(eq=False)

@@ -1,9 +1,12 @@
-"""A run on a durable session: the lease and its heartbeat, and the log watcher."""
+"""A run on a durable session: the lease (its own, or one lent to it) and its heartbeat, and
+the log watcher (the store's ``watch`` when it has one, and the poll)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timedelta
+from typing import Protocol
 
 import anyio
 from anyio.abc import TaskGroup
@@ -31,6 +34,69 @@ _RELEASE_TIMEOUT = 5.0
 _log = get_logger("autonomous")
 
 
+class AdoptedLease:
+    """A session lease taken by someone else and lent to one run, e.g. by a daemon's claim.
+
+    ``resume_autonomous(build, ref, lease=AdoptedLease(lease))`` runs the session on it: the
+    run takes no lease of its own and fences every append with this one, but it neither renews
+    nor releases it. The lender does both (a worker renews all its leases in one batch):
+    :meth:`renewed` records each renewal, :meth:`lose` tells the run the lease is gone (the
+    run then stops as ``lease_lost`` and writes nothing more). Made inside the event loop.
+    """
+
+    def __init__(self, lease: Lease) -> None:
+        if not isinstance(lease, Lease):
+            raise TypeError(f"AdoptedLease needs an eventlog.Lease, got {lease!r}")
+        self._lease = lease
+        self._lost = anyio.Event()
+
+    @property
+    def lease(self) -> Lease:
+        """The lease as last renewed (the same holder and epoch as the one lent)."""
+        return self._lease
+
+    @property
+    def lost(self) -> bool:
+        """Whether the lender found the lease lost."""
+        return self._lost.is_set()
+
+    def renewed(self, lease: Lease) -> None:
+        """Record a renewal of the lease (a later expiry; holder and epoch unchanged)."""
+        if lease.key != self._lease.key or lease.epoch != self._lease.epoch:
+            raise ValueError(f"{lease!r} is not a renewal of {self._lease!r}")
+        self._lease = lease
+
+    def lose(self) -> None:
+        """The lease is no longer ours (a renewal left it out): the run stops at once."""
+        self._lost.set()
+
+    async def wait_lost(self) -> None:
+        """Return when :meth:`lose` has been called."""
+        await self._lost.wait()
+
+
+class _Watch(Protocol):
+    """What a store's ``watch(key)`` yields: ``wait()`` returns after a change (coalesced)."""
+
+    def wait(self) -> Awaitable[None]:
+        """Return when something changed since the watch began or the last wait returned."""
+        ...
+
+
+class _Watchable(Protocol):
+    """A store that notifies (PostgreSQL's LISTEN): the optional ``watch`` capability."""
+
+    def __call__(self, key: SessionKey | None = None) -> AbstractAsyncContextManager[_Watch]:
+        """Watch ``key`` (None: every session's due-ness) while the block is open."""
+        ...
+
+
+def store_watch(log: EventLog) -> _Watchable | None:
+    """The store's ``watch`` method when it has one (PostgreSQL), else None (poll only)."""
+    watch: _Watchable | None = getattr(log, "watch", None)
+    return watch
+
+
 class SessionKeeper:
     """Holds a durable session's lease for one run, and watches the log for remote control.
 
@@ -40,7 +106,12 @@ class SessionKeeper:
     the run's clock, so a test's :class:`scheduler.FakeClock` drives them too.
 
     ``on_lost`` is called when a renewal finds the lease taken over; ``on_event`` with each
-    inbox or control event another process appended.
+    inbox or control event another process appended. With ``adopted`` the run holds a lease
+    lent to it (:class:`AdoptedLease`): no acquire, no renewal, no release here, and the
+    lender's :meth:`AdoptedLease.lose` is what stops the run.
+
+    When the store has ``watch`` (PostgreSQL), the watch also wakes on its notifications, so
+    a remote inject or stop reaches the run at once; ``control_poll`` stays the fallback.
     """
 
     def __init__(
@@ -51,16 +122,19 @@ class SessionKeeper:
         *,
         on_lost: Callable[[], None],
         on_event: Callable[[Event], None],
+        adopted: AdoptedLease | None = None,
     ) -> None:
         self.log = log
         self.key = key
         self.opts = opts
-        self.lease: Lease | None = None
+        self.adopted = adopted
+        self.lease: Lease | None = adopted.lease if adopted is not None else None
         self.lost = False
         self.releasing = False
         self.seen = 0
         self._on_lost = on_lost
         self._on_event = on_event
+        self._reading = anyio.Lock()  # one read at a time: two would obey an event twice
         # When the lease was taken and the watch began: the first renewal and poll are due
         # a period after these, however long the run took to start between them.
         self._taken_at = self._watch_from = opts.clock.now()
@@ -98,7 +172,13 @@ class SessionKeeper:
 
     async def heartbeat(self) -> None:
         """Renew the lease every third of ``lease_ttl`` until cancelled; a lost lease stops
-        the run."""
+        the run. A lent lease is the lender's to renew: this waits for it to be lost."""
+        if self.adopted is not None:
+            await self.adopted.wait_lost()
+            if not self.releasing:
+                self.lost = True
+                self._on_lost()
+            return
         every = self.opts.lease_ttl / 3
         tick = _Ticker(self.opts.clock, every, self._taken_at)
         while True:
@@ -121,15 +201,27 @@ class SessionKeeper:
                     self.lease = renewed
 
     async def watch(self) -> None:
-        """Poll the log every ``control_poll`` for inbox messages and control requests from
-        other processes, until cancelled."""
+        """Read the log for inbox messages and control requests from other processes every
+        ``control_poll``, and at each notification of the store's ``watch`` when it has one,
+        until cancelled."""
         tick = _Ticker(self.opts.clock, self.opts.control_poll, self._watch_from)
-        while True:
-            await tick.wait()
-            try:
-                await self.poll()
-            except EventLogError as exc:  # a read can fail for a moment; the next poll retries
-                _log.warning("control_poll_failed", error=type(exc).__name__)
+        subscribe = store_watch(self.log)
+        if subscribe is None:
+            while True:
+                await tick.wait()
+                await self._poll_logged()
+        async with subscribe(self.key) as notified:
+            await self._poll_logged()  # what came between the first read and the subscription
+            while True:
+                await _first_of(tick.wait, notified.wait)
+                await self._poll_logged()
+
+    async def _poll_logged(self) -> None:
+        """:meth:`poll`, a failed read logged (the next tick or notification reads again)."""
+        try:
+            await self.poll()
+        except EventLogError as exc:  # a read can fail for a moment; the next poll retries
+            _log.warning("control_poll_failed", error=type(exc).__name__)
 
     async def poll(self) -> None:
         """Read the inbox and control events appended since the last read, and obey them.
@@ -137,13 +229,15 @@ class SessionKeeper:
         A row that cannot be read is reported once and passed over: it must not blind the
         watch to every stop and inject after it.
         """
-        try:
-            events = await self.log.read(self.key, after_seq=self.seen, kinds=_WATCH_KINDS)
-        except CorruptEvent:
-            events = await self._read_past_bad_row()
-        for event in events:
-            self.seen = max(self.seen, event.seq)
-            self._on_event(event)
+        async with self._reading:
+            try:
+                events = await self.log.read(self.key, after_seq=self.seen, kinds=_WATCH_KINDS)
+            except CorruptEvent:
+                events = await self._read_past_bad_row()
+            for event in events:
+                if event.seq > self.seen:
+                    self.seen = event.seq
+                    self._on_event(event)
 
     async def _read_past_bad_row(self) -> list[Event]:
         """The readable events before the first bad row, one read each; the bad row is
@@ -173,13 +267,13 @@ class SessionKeeper:
 
         The store's ``append_and_release`` does both in one transaction. When this returns,
         the lease is no longer held; when it raises, the lease is still ours for
-        :meth:`release` to drop.
+        :meth:`release` to drop. A lent lease stays held: its lender releases it.
         """
         both = getattr(self.log, "append_and_release", None)
         lease = self.lease
         if self.lost:
             raise LeaseLost(str(self.key), "taken over by another holder")
-        if both is None or lease is None:
+        if both is None or lease is None or self.adopted is not None:
             return await self.log.append(events, lease=lease)
         self.releasing = True
         seqs: list[int] = await both(events, lease)
@@ -187,8 +281,9 @@ class SessionKeeper:
         return seqs
 
     async def release(self) -> None:
-        """Drop our lease row (shielded, bounded); never another holder's."""
-        if self.lease is None or self.lost:
+        """Drop our lease row (shielded, bounded); never another holder's, nor a lent one."""
+        if self.lease is None or self.lost or self.adopted is not None:
+            self.lease = None
             return
         lease, self.lease = self.lease, None
         await self._release(lease)
@@ -199,6 +294,18 @@ class SessionKeeper:
                 await self.log.release_lease(lease)
             except EventLogError as exc:  # it expires by itself; never hide the run's own error
                 _log.warning("lease_release_failed", error=type(exc).__name__)
+
+
+async def _first_of(*waits: Callable[[], Awaitable[None]]) -> None:
+    """Return when the first of ``waits`` returns; the others are cancelled."""
+    async with anyio.create_task_group() as tg:
+
+        async def one(wait: Callable[[], Awaitable[None]]) -> None:
+            await wait()
+            tg.cancel_scope.cancel()
+
+        for wait in waits:
+            tg.start_soon(one, wait)
 
 
 class _Ticker:

@@ -30,7 +30,7 @@ from ._agent import Agent
 from ._control_requests import RunControls
 from ._conversation import Conversation
 from ._decide import status_for
-from ._durable import SessionKeeper
+from ._durable import AdoptedLease, SessionKeeper
 from ._errors import BuildError, ConfigurationError
 from ._exit_tools import ControlTools
 from ._inbox import Inbox, Wake
@@ -67,11 +67,13 @@ class Run:
         *,
         resume: SessionRef | None = None,
         force: bool = False,
+        lease: AdoptedLease | None = None,
     ) -> None:
         self.build = build
         self.opts = opts
         self.resume_ref = resume
         self.force = force
+        self.adopted = lease  # a lease lent to the run: held, never taken nor dropped here
         self.state = RunState.fresh(goal)
         self.observer = Observer.for_run(
             progress=opts.progress,
@@ -138,7 +140,7 @@ class Run:
         """
         ref = self.resume_ref
         if ref is not None:
-            if ref.log.durable:
+            if ref.log.durable or self.adopted is not None:
                 await self._hold(ref)
             if await self._finished_already(ref) is not None:
                 return None
@@ -222,8 +224,10 @@ class Run:
             self.opts,
             on_lost=self.lease_lost,
             on_event=self.controls.apply_remote,
+            adopted=self.adopted,
         )
-        await self._keeper.acquire()
+        if self.adopted is None:
+            await self._keeper.acquire()
 
     async def _finished_already(self, ref: SessionRef) -> RunResult | None:
         """The stored result of a session that completed, or that was stopped on purpose

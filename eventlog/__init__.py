@@ -6,7 +6,8 @@ Map:
     _store.py    the EventLog protocol, SessionRef, leases, claims, session summaries, prune results
     _memory.py   MemoryEventLog: in-process, not durable
     _sqlite.py   SqliteEventLog: aiosqlite, WAL, one transaction per write, lease rows
-    _sqlite_tx.py  what runs inside those transactions: inserts, the lease fence, migration
+    _sqlite_tx.py  what runs inside those transactions: inserts, the lease fence, claims,
+                 batched renewals, migration
     _sqlite_prune.py  SqliteEventLog.prune: finished sessions, deleted in short batches
     _sqlite_errors.py  SqliteEventLog's error messages (a file it cannot use, sqlite errors)
     _schema.py   SqliteEventLog's tables, statements and row conversions
@@ -17,7 +18,8 @@ Map:
     _postgres_conn.py  its pool and connections: the masked DSN, server errors, schema set-up
     _postgres_prune.py  PostgresEventLog.prune: finished sessions, deleted in short batches
     _postgres_listen.py  its LISTEN connection and Watch (wake-ups across processes)
-    _rules.py    pure rules both stores share: lease takeover, summaries, due and finished sessions
+    _rules.py    pure rules the stores share: lease takeover, summaries, due, interrupted and
+                 finished sessions
     _process.py  this host's process table: a holder's start time, zombies, reused pids
     _errors.py   the error tree (EventLogError at the root)
 """

@@ -17,18 +17,29 @@ from ._errors import LeaseLost, SessionLocked, StoreUnavailable
 from ._events import Event, EventKind, SessionKey, utcnow
 from ._rules import (
     as_utc,
+    check_claim_limit,
     check_fenced_batch,
     check_limit,
     checkpoint_of,
     control_marks,
     is_due,
+    is_interrupted,
     lease_expiry,
+    lease_gone,
     may_take_lease,
     prunable,
     summary_of,
     with_marks,
 )
-from ._store import Clock, Lease, LeaseHolder, PrunedSession, PruneResult, SessionSummary
+from ._store import (
+    Claim,
+    Clock,
+    Lease,
+    LeaseHolder,
+    PrunedSession,
+    PruneResult,
+    SessionSummary,
+)
 
 #: An appended event as the log keeps it: its seq, and the event as it was given.
 _Stored = tuple[int, Event]
@@ -273,6 +284,68 @@ class MemoryEventLog:
         lease = Lease(key, holder, expires_at, log_seq=self._seq, epoch=epoch)
         self._leases[key] = lease
         return lease
+
+    async def claim_due(
+        self,
+        now: datetime,
+        holder: LeaseHolder,
+        ttl: float,
+        *,
+        limit: int,
+        interrupted: bool = False,
+    ) -> list[Claim]:
+        """Take the lease of up to ``limit`` due sessions nobody holds, in one step (no
+        ``await`` in it); the rules are :meth:`eventlog.EventLog.claim_due`'s.
+
+        Every claim is a new holding: a new epoch, even of a lease the claimer let expire.
+        """
+        self._check_open()
+        check_claim_limit(limit)
+        moment = as_utc(self._clock())
+        expires_at = lease_expiry(moment, ttl)
+        claims: list[Claim] = []
+        for summary in self._claimable(now, interrupted):
+            if len(claims) >= limit:
+                break
+            key = summary.key
+            current = self._leases.get(key)
+            if current is not None and not lease_gone(
+                current.holder, current.expires_at, moment, this_host=self._host
+            ):
+                continue
+            epoch = self._epochs[key] = self._epochs.get(key, 0) + 1
+            lease = self._leases[key] = Lease(key, holder, expires_at, self._seq, epoch)
+            claims.append(Claim(attrs.evolve(summary, holder=str(holder)), lease))
+        return claims
+
+    def _claimable(self, now: datetime, interrupted: bool) -> list[SessionSummary]:
+        """The sessions a claim at ``now`` may take, leases aside, in claim order: the due
+        ones by wake time, then (``interrupted``) the crashed ones by when they last wrote."""
+        summaries = self._current_summaries()
+        found = [s for s in summaries if is_due(s, now) and not s.paused]
+        found.sort(key=lambda s: (s.next_wake_at, s.checkpoint_seq))
+        if interrupted:
+            crashed = [s for s in summaries if is_interrupted(s)]
+            crashed.sort(key=lambda s: (s.updated_at, s.checkpoint_seq))
+            found += crashed
+        return found
+
+    async def renew_leases(self, leases: Sequence[Lease], ttl: float) -> list[Lease]:
+        """Renew many leases in one step (no ``await`` in it): the renewed ones, in the order
+        given; one no longer its holder's at its epoch is left out."""
+        self._check_open()
+        expires_at = lease_expiry(self._clock(), ttl)
+        renewed: list[Lease] = []
+        for lease in leases:
+            current = self._leases.get(lease.key)
+            if (
+                current is not None
+                and current.holder.token == lease.holder.token
+                and current.epoch == lease.epoch
+            ):
+                self._leases[lease.key] = attrs.evolve(lease, expires_at=expires_at)
+                renewed.append(self._leases[lease.key])
+        return renewed
 
     async def renew_lease(self, lease: Lease, ttl: float) -> Lease:
         """Extend our lease (same epoch) or raise :class:`LeaseLost` when it is no longer ours."""

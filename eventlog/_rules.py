@@ -61,7 +61,26 @@ def may_take_lease(
     Free, ours, expired, or held by a process of this host that is gone (a zombie, or a pid
     that now names a process with another start time): yes. A live holder: no.
     """
-    if current is None or expires_at is None or current == asker:
+    if current == asker:
+        return True
+    return lease_gone(current, expires_at, now, this_host=this_host, alive=alive)
+
+
+def lease_gone(
+    current: LeaseHolder | None,
+    expires_at: datetime | None,
+    now: datetime,
+    *,
+    this_host: str,
+    alive: Callable[[int, str], bool] = process_alive,
+) -> bool:
+    """Whether nobody holds a lease now held by ``current`` until ``expires_at``: no holder,
+    an expired lease, or a holder of this host that is gone (see :func:`may_take_lease`).
+
+    What :meth:`EventLog.claim_due` takes: unlike :func:`may_take_lease`, a live lease of the
+    claimer itself counts as held (a session it runs already is not claimed twice).
+    """
+    if current is None or expires_at is None:
         return True
     if as_utc(expires_at) <= as_utc(now):
         return True
@@ -138,6 +157,18 @@ def is_due(summary: SessionSummary, now: datetime) -> bool:
         and summary.next_wake_at is not None
         and summary.next_wake_at <= as_utc(now)
     )
+
+
+def is_interrupted(summary: SessionSummary) -> bool:
+    """Whether a session's run died mid-way (its latest checkpoint has no stop reason) and it
+    was neither stopped nor paused since: what ``claim_due(interrupted=True)`` also takes."""
+    return summary.stop_reason is None and not summary.stopped and not summary.paused
+
+
+def check_claim_limit(limit: int) -> None:
+    """Reject a claim of a negative number of sessions (``0`` claims nothing)."""
+    if limit < 0:
+        raise ValueError(f"a claim's limit must be >= 0 sessions, not {limit}")
 
 
 #: The stop reasons that end a session: nothing wakes it again (a resume by hand may, with

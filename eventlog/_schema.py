@@ -160,6 +160,34 @@ SELECT_DUE = (
     + " ORDER BY s.next_wake_at, s.checkpoint_seq"
 )
 
+#: The candidates of a claim: each session's summary, then its lease row (``SELECT_LEASE``'s
+#: columns; NULLs, epoch 0, when it never had one). Named parameters: ``wake`` (what is due by
+#: then), ``now`` (the store's clock: a lease expired by then is free) and ``host`` (this host:
+#: its holders may be gone, which only their process table tells, so they are left to check).
+_CLAIM_SELECT = """
+SELECT s.app, s.user, s.session_id, s.turns, s.cost_usd, s.stop_reason, s.next_wake_at,
+       s.updated_at, s.checkpoint_seq, s.paused, s.stopped, s.unpriced,
+       l.host, l.pid, l.token, l.started, l.expires_at, coalesce(l.epoch, 0)
+FROM sessions AS s LEFT JOIN leases AS l
+    ON l.app = s.app AND l.user = s.user AND l.session_id = s.session_id
+WHERE s.stopped = 0 AND s.paused = 0
+    AND (l.token IS NULL OR l.token = '' OR l.expires_at <= :now OR l.host = :host)
+"""
+#: Due sessions not held, earliest wake first (through ``sessions_by_wake``).
+CLAIM_DUE = (
+    _CLAIM_SELECT
+    + " AND s.stop_reason = 'deferred' AND s.next_wake_at <= :wake"
+    + " ORDER BY s.next_wake_at, s.checkpoint_seq"
+)
+#: Sessions whose run died (a checkpoint without a stop reason) not held, oldest first.
+CLAIM_INTERRUPTED = (
+    _CLAIM_SELECT
+    + " AND s.checkpoint_seq IS NOT NULL AND s.stop_reason IS NULL"
+    + " ORDER BY s.updated_at, s.checkpoint_seq"
+)
+#: Where a :data:`CLAIM_DUE` row's lease columns begin.
+CLAIM_LEASE_AT = 12
+
 SELECT_LEASE = f"SELECT host, pid, token, started, expires_at, epoch FROM leases WHERE {_SESSION}"
 WRITE_LEASE = """
 INSERT INTO leases (app, user, session_id, host, pid, token, started, heartbeat, expires_at, epoch)

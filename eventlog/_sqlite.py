@@ -14,17 +14,22 @@ from typing import Any, Self, TypeAlias, TypeVar
 
 import aiosqlite
 import anyio
-import attrs
 
 from . import _schema as sql
 from . import _sqlite_errors as errors
 from . import _sqlite_prune as pruning
 from . import _sqlite_tx as tx
 from . import _worker as worker
-from ._errors import LeaseLost, SessionLocked, StoreUnavailable
+from ._errors import StoreUnavailable
 from ._events import Event, EventKind, SessionKey, utcnow
-from ._rules import as_utc, check_fenced_batch, check_limit, lease_expiry, may_take_lease
-from ._store import Clock, Lease, LeaseHolder, PruneResult, SessionSummary
+from ._rules import (
+    as_utc,
+    check_claim_limit,
+    check_fenced_batch,
+    check_limit,
+    lease_expiry,
+)
+from ._store import Claim, Clock, Lease, LeaseHolder, PruneResult, SessionSummary
 
 T = TypeVar("T")
 
@@ -202,41 +207,50 @@ class SqliteEventLog:
         now = as_utc(self._clock())
         expires_at = lease_expiry(now, ttl)
 
-        def take(conn: sqlite3.Connection) -> Lease:
-            row = conn.execute(sql.SELECT_LEASE, sql.session_params(key)).fetchone()
-            current, expiry, epoch = sql.lease_of_row(row)
-            if current is not None and not may_take_lease(
-                current, expiry, holder, now, this_host=self._host
-            ):
-                raise SessionLocked(str(key), str(current))
-            if current != holder:  # a new holder: a new epoch (the row keeps the last one)
-                epoch += 1
-            params = (
-                *sql.session_params(key),
-                *(holder.host, holder.pid, holder.token, holder.started),
-                *(sql.timestamp(now), sql.timestamp(expires_at), epoch),
-            )
-            conn.execute(sql.WRITE_LEASE, params)
-            (log_seq,) = conn.execute(sql.MAX_SEQ).fetchone()
-            return Lease(key, holder, expires_at, log_seq=log_seq, epoch=epoch)
-
+        take = functools.partial(
+            tx.take_lease, key=key, holder=holder, now=now, expires_at=expires_at, host=self._host
+        )
         return await self._write(lambda: f"lease session {key}", worker.in_transaction(take))
+
+    async def claim_due(
+        self,
+        now: datetime,
+        holder: LeaseHolder,
+        ttl: float,
+        *,
+        limit: int,
+        interrupted: bool = False,
+    ) -> list[Claim]:
+        """Take the lease of up to ``limit`` due sessions nobody holds, in one ``BEGIN
+        IMMEDIATE`` transaction; the rules are :meth:`eventlog.EventLog.claim_due`'s.
+
+        Expiry is judged on the store's clock, a holder of this host by its process (as
+        :meth:`acquire_lease` does). Every claim is a new holding: the next epoch, even of a
+        lease the claimer let expire.
+        """
+        check_claim_limit(limit)
+        moment = as_utc(self._clock())
+        expires_at = lease_expiry(moment, ttl)
+        ask = tx.ClaimAsk(now, holder, moment, expires_at, limit, interrupted, self._host)
+        work = worker.in_transaction(functools.partial(tx.claim, ask=ask))
+        return await self._write("claim due sessions", work)
+
+    async def renew_leases(self, leases: Sequence[Lease], ttl: float) -> list[Lease]:
+        """Renew many leases in one transaction: the renewed ones (same epoch, later expiry),
+        in the order given; one no longer its holder's at its epoch is left out."""
+        moment = as_utc(self._clock())
+        expires_at = lease_expiry(moment, ttl)
+        if not leases:
+            return []
+        renew = functools.partial(tx.renew_all, leases=leases, now=moment, expires_at=expires_at)
+        return await self._write("renew leases", worker.in_transaction(renew))
 
     async def renew_lease(self, lease: Lease, ttl: float) -> Lease:
         """Extend our lease (same epoch) or raise :class:`LeaseLost` when it is no longer ours."""
         key = lease.key
         now = as_utc(self._clock())
         expires_at = lease_expiry(now, ttl)
-
-        def renew(conn: sqlite3.Connection) -> Lease:
-            stamps = (sql.timestamp(now), sql.timestamp(expires_at))
-            ours = (lease.holder.token, lease.epoch)
-            cursor = conn.execute(sql.RENEW_LEASE, (*stamps, *sql.session_params(key), *ours))
-            if cursor.rowcount != 1:
-                row = conn.execute(sql.SELECT_LEASE, sql.session_params(key)).fetchone()
-                raise LeaseLost(str(key), sql.lost_detail(row))
-            return attrs.evolve(lease, expires_at=expires_at)
-
+        renew = functools.partial(tx.renew_one, lease=lease, now=now, expires_at=expires_at)
         return await self._write(
             lambda: f"renew the lease of session {key}", worker.in_transaction(renew)
         )

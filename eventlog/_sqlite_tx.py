@@ -1,17 +1,21 @@
 """What SqliteEventLog runs on its writer thread, inside one transaction: inserts, the lease
-fence, releases, session ids and the schema migration."""
+fence, releases, claims and batched renewals, session ids and the schema migration."""
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
+import attrs
+
 from . import _schema as sql
-from ._errors import LeaseLost
+from ._errors import LeaseLost, SessionLocked
 from ._events import Event, EventKind, SessionKey
-from ._rules import control_marks
-from ._store import Lease
+from ._rules import control_marks, lease_gone, may_take_lease, process_alive
+from ._store import Claim, Lease, LeaseHolder
 
 #: A summary update: its statement, and its parameters between the event's seq and the sid.
 SummaryUpdate = tuple[str, tuple[Any, ...]]
@@ -126,3 +130,112 @@ def session_id(cursor: sqlite3.Cursor, key: SessionKey) -> int:
     sid = cursor.lastrowid
     assert sid is not None  # an INSERT always sets it
     return sid
+
+
+def take_lease(
+    conn: sqlite3.Connection,
+    *,
+    key: SessionKey,
+    holder: LeaseHolder,
+    now: datetime,
+    expires_at: datetime,
+    host: str,
+) -> Lease:
+    """Take the session's lease for ``holder`` (the next epoch unless it holds it already),
+    inside the caller's transaction, or raise :class:`SessionLocked`."""
+    row = conn.execute(sql.SELECT_LEASE, sql.session_params(key)).fetchone()
+    current, expiry, epoch = sql.lease_of_row(row)
+    if current is not None and not may_take_lease(current, expiry, holder, now, this_host=host):
+        raise SessionLocked(str(key), str(current))
+    if current != holder:  # a new holder: a new epoch (the row keeps the last one)
+        epoch += 1
+    params = (
+        *sql.session_params(key),
+        *(holder.host, holder.pid, holder.token, holder.started),
+        *(sql.timestamp(now), sql.timestamp(expires_at), epoch),
+    )
+    conn.execute(sql.WRITE_LEASE, params)
+    (log_seq,) = conn.execute(sql.MAX_SEQ).fetchone()
+    return Lease(key, holder, expires_at, log_seq=log_seq, epoch=epoch)
+
+
+def renew_one(
+    conn: sqlite3.Connection, *, lease: Lease, now: datetime, expires_at: datetime
+) -> Lease:
+    """Renew ``lease`` inside the caller's transaction, or raise :class:`LeaseLost` (saying
+    who holds the session now) when it is no longer its holder's at its epoch."""
+    renewed = renew_all(conn, [lease], now, expires_at)
+    if not renewed:
+        row = conn.execute(sql.SELECT_LEASE, sql.session_params(lease.key)).fetchone()
+        raise LeaseLost(str(lease.key), sql.lost_detail(row))
+    return renewed[0]
+
+
+@attrs.frozen
+class ClaimAsk:
+    """What a claim asks for: up to ``limit`` sessions due by ``wake`` (and crashed ones with
+    ``interrupted``), for ``holder`` until ``expires_at``; ``now`` on the store's clock."""
+
+    wake: datetime
+    holder: LeaseHolder
+    now: datetime
+    expires_at: datetime
+    limit: int
+    interrupted: bool
+    host: str
+
+
+def claim(conn: sqlite3.Connection, ask: ClaimAsk) -> list[Claim]:
+    """Take the lease of the sessions ``ask`` may have, inside the caller's transaction.
+
+    Each gets the next epoch of its lease row: a claim is always a new holding.
+    """
+    picked = _unheld(conn, ask)
+    if not picked:
+        return []
+    holder = ask.holder
+    (log_seq,) = conn.execute(sql.MAX_SEQ).fetchone()
+    stamps = (sql.timestamp(ask.now), sql.timestamp(ask.expires_at))
+    who = (holder.host, holder.pid, holder.token, holder.started)
+    claims: list[Claim] = []
+    for row, epoch in picked:
+        summary = sql.summary_from_row((*row[: sql.CLAIM_LEASE_AT], *who[:3]))
+        conn.execute(sql.WRITE_LEASE, (*sql.session_params(summary.key), *who, *stamps, epoch))
+        lease = Lease(summary.key, holder, ask.expires_at, log_seq=log_seq, epoch=epoch)
+        claims.append(Claim(summary, lease))
+    return claims
+
+
+def _unheld(conn: sqlite3.Connection, ask: ClaimAsk) -> list[tuple[Sequence[Any], int]]:
+    """The candidate rows nobody holds, in claim order, at most ``ask.limit``, each with the
+    epoch its claim gets. All are read before anything is written."""
+    params = {"wake": sql.timestamp(ask.wake), "now": sql.timestamp(ask.now), "host": ask.host}
+    alive = functools.cache(process_alive)  # a daemon holds many: one look per process
+    picked: list[tuple[Sequence[Any], int]] = []
+    for statement in (sql.CLAIM_DUE, sql.CLAIM_INTERRUPTED)[: 1 + ask.interrupted]:
+        if len(picked) >= ask.limit:
+            break
+        cursor = conn.execute(statement, params)
+        for row in cursor:
+            current, expiry, epoch = sql.lease_of_row(row[sql.CLAIM_LEASE_AT :])
+            if lease_gone(current, expiry, ask.now, this_host=ask.host, alive=alive):
+                picked.append((row, epoch + 1))
+                if len(picked) >= ask.limit:
+                    break
+        cursor.close()
+    return picked
+
+
+def renew_all(
+    conn: sqlite3.Connection, leases: Sequence[Lease], now: datetime, expires_at: datetime
+) -> list[Lease]:
+    """Renew each lease still its holder's at its epoch, inside the caller's transaction; the
+    renewed ones, in the order given."""
+    stamps = (sql.timestamp(now), sql.timestamp(expires_at))
+    renewed: list[Lease] = []
+    for lease in leases:
+        ours = (lease.holder.token, lease.epoch)
+        cursor = conn.execute(sql.RENEW_LEASE, (*stamps, *sql.session_params(lease.key), *ours))
+        if cursor.rowcount == 1:
+            renewed.append(attrs.evolve(lease, expires_at=expires_at))
+    return renewed

@@ -236,6 +236,34 @@ class EventLog(Protocol):
         """
         ...
 
+    async def claim_due(
+        self,
+        now: datetime,
+        holder: LeaseHolder,
+        ttl: float,
+        *,
+        limit: int,
+        interrupted: bool = False,
+    ) -> list[Claim]:
+        """Take the lease of up to ``limit`` due sessions nobody holds, in one atomic step.
+
+        Due: the latest checkpoint is ``deferred`` with ``next_wake_at <= now``, and the session
+        is neither stopped nor paused. Not held: no lease, an expired one, or one whose holder
+        is gone by the takeover rules of :meth:`acquire_lease`. Earliest ``next_wake_at`` first.
+        With ``interrupted``, also sessions whose latest checkpoint has no stop reason (a run
+        that crashed) and that nobody holds, after the due ones, oldest first. Two claimers
+        never get the same session while a lease on it is live.
+        """
+        ...
+
+    async def renew_leases(self, leases: Sequence[Lease], ttl: float) -> list[Lease]:
+        """Renew many leases in one atomic step; the renewed ones (same epoch, later expiry).
+
+        A lease that is no longer its holder's at its epoch is left out of the result: the
+        caller treats its session as lost (:class:`LeaseLost`).
+        """
+        ...
+
     async def renew_lease(self, lease: Lease, ttl: float) -> Lease:
         """Extend our lease (same epoch) or raise :class:`LeaseLost` when it is no longer ours."""
         ...

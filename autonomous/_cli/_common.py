@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from types import TracebackType
+from typing import Any, Protocol, Self, TypeVar
 
 import anyio
 import attrs
@@ -46,12 +48,63 @@ class CliError(Exception):
         self.code = code
 
 
-def open_log(args: argparse.Namespace, *, create: bool = False) -> SqliteEventLog:
-    """The ``--db`` event log; commands that only read or control sessions never create it."""
+class CliLog(EventLog, Protocol):
+    """What the commands need of an event log: the protocol, ``async with``, and ``count``."""
+
+    async def __aenter__(self) -> Self:
+        """Open the log."""
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Close the log."""
+
+    async def count(self, key: SessionKey) -> int:
+        """How many events the session has."""
+
+
+#: The URL schemes of a PostgreSQL log (``--db postgresql://host/db``).
+POSTGRES_SCHEMES = frozenset({"postgresql", "postgres"})
+#: What a user without the PostgreSQL driver installs.
+POSTGRES_EXTRA = "pip install 'bounded-autonomous[postgres]'"
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def open_log(args: argparse.Namespace, *, create: bool = False) -> CliLog:
+    """The ``--db`` event log: a PostgreSQL URL (``postgresql://`` or ``postgres://``) or a
+    SQLite path; commands that only read or control sessions never create a SQLite file."""
+    found = _SCHEME.match(args.db)
+    if found is not None:
+        scheme = found.group(1).lower()
+        if scheme not in POSTGRES_SCHEMES:
+            raise CliError(
+                f"--db {scheme}://... is not a store this runtime has: "
+                "give a SQLite path or a postgresql:// URL"
+            )
+        return _postgres_log(args.db)
     path = Path(args.db)
     if not create and not path.exists():
         raise CliError(f"no event log at {path} (pass --db, or run an agent first)")
     return SqliteEventLog(path)
+
+
+def _postgres_log(url: str) -> CliLog:
+    """A PostgresEventLog on ``url``; its driver imported only now (an optional extra)."""
+    try:
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+    except ImportError as exc:
+        raise CliError(
+            f"--db is a PostgreSQL URL but its driver is not installed ({exc}): {POSTGRES_EXTRA}",
+            Exit.STORE,
+        ) from None
+    from eventlog import PostgresEventLog  # type: ignore[attr-defined]  # until pgstore lands
+
+    log: CliLog = PostgresEventLog(url)
+    return log
 
 
 async def resolve_session(log: EventLog, text: str) -> SessionKey:

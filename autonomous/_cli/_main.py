@@ -45,7 +45,9 @@ def _common() -> argparse.ArgumentParser:
     common.add_argument(
         "--db",
         default=argparse.SUPPRESS,
-        help=f"the SQLite event log (default: ${DB_ENV}, else ./{DEFAULT_DB})",
+        metavar="PATH_OR_URL",
+        help="the event log: a SQLite file, or a postgresql:// (postgres://) URL for a log"
+        f" shared by many hosts (default: ${DB_ENV}, else ./{DEFAULT_DB})",
     )
     common.add_argument(
         "--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output"

@@ -1,0 +1,326 @@
+"""PostgresEventLog's cost per model call against a bare psycopg loop committing one row per step.
+
+The figure of ``bench/overhead.py``'s "x floor" column, on PostgreSQL: T model calls of the same
+one-tool loop (T-1 calls of an async ``tick(n) -> n + 1``, then a final answer) on
+ScriptedModel, in-process, logging off, run by ``run_autonomous`` on a ``PostgresEventLog``
+(the lease taken, every step's batch appended fenced by it, renewed, the last batch appended
+with the release), next to the floor: the same scripted calls with no runtime around them,
+each step INSERTing one row of its last message and committing it, on one psycopg connection in
+autocommit mode (one statement, one round trip, one commit per step: the least a durable step
+costs on this server). Both run at ``synchronous_commit`` on and off (set per connection in the
+DSN's ``options``), at T=50 and T=500. They take turns, round after round, their order
+rotating, so that the machine's drift falls on both alike; "x floor" is the median of the
+ratios taken round by round. Goal: within 1.5x. Also commits per model call (each append
+batch and lease write is one transaction).
+
+A second table times the appends alone (as ``bench/eventlog_append.py`` does for SQLite): the
+batch one model call appends (an answer with one tool call and its result; with a checkpoint at
+a turn's end), fenced by a held lease, against the floor's one-row INSERT, in alternating
+rounds; "x floor" is again the median of per-round ratios.
+
+Everything happens in a fresh schema of the server's database, dropped at the end.
+
+    python bench/pg_append.py                 # postgresql://127.0.0.1:5432/test, a few minutes
+    python bench/pg_append.py --quick         # fewer rounds
+    python bench/pg_append.py --dsn postgresql://host/db
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import itertools
+import json
+import logging
+import os
+import secrets
+import shlex
+import statistics
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
+from urllib.parse import quote
+
+import anyio
+import psycopg
+import structlog
+from overhead import TICK, CountingLog, library_run, paired, script, tick, timed
+
+from autonomous.testing import ScriptedModel
+from eventlog import (
+    AssistantMessage,
+    Checkpoint,
+    Event,
+    EventLog,
+    LeaseHolder,
+    PostgresEventLog,
+    SessionKey,
+    ToolCallRecord,
+    ToolResult,
+)
+
+#: The server the figures are taken on unless ``--dsn`` (or AUTONOMOUS_BENCH_PG) says another.
+DEFAULT_DSN = "postgresql://127.0.0.1:5432/test"
+#: synchronous_commit levels, as the table names them.
+LEVELS = ("on", "off")
+TS = (50, 500)
+FLOOR_TABLE = "bench_steps"
+FLOOR_PAYLOAD = json.dumps({"text": "", "turn": 3, "tool_calls": [["c1", "tick", '{"n": 3}']]})
+
+
+# ---- the server -------------------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def fresh_schema(dsn: str) -> AsyncIterator[str]:
+    """A new, empty schema of ``dsn``'s database for this run (its name), dropped at the end."""
+    schema = f"bench_{secrets.token_hex(6)}"
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        await conn.execute(f'CREATE SCHEMA "{schema}"')
+        try:
+            yield schema
+        finally:
+            await conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def level_dsn(dsn: str, schema: str, level: str) -> str:
+    """``dsn`` whose connections use ``schema`` and ``synchronous_commit = level``."""
+    options = quote(f"-csearch_path={schema} -csynchronous_commit={level}")
+    return f"{dsn}{'&' if '?' in dsn else '?'}options={options}"
+
+
+async def open_floor(dsn: str) -> psycopg.AsyncConnection[Any]:
+    """The floor's connection (autocommit: each INSERT commits) and its table."""
+    conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+    await conn.execute(
+        f"CREATE TABLE IF NOT EXISTS {FLOOR_TABLE} (id BIGSERIAL PRIMARY KEY, payload TEXT)"
+    )
+    return conn
+
+
+async def setting(conn: psycopg.AsyncConnection[Any], name: str) -> str:
+    """A server setting as ``conn`` sees it (to show the DSN's options took)."""
+    cursor = await conn.execute("SELECT current_setting(%s)", (name,))
+    row = await cursor.fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+# ---- per model call ---------------------------------------------------------------------
+
+
+async def bare_pg_loop(steps: list[Any], conn: psycopg.AsyncConnection[Any]) -> None:
+    """The floor: the scripted calls and tool calls, each step's last message committed as one
+    row (bench/overhead.py's bare loop, with psycopg in place of aiosqlite)."""
+    model = ScriptedModel(steps, record=False, check=False)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    specs = [TICK.spec()]
+    insert = f"INSERT INTO {FLOOR_TABLE} (payload) VALUES (%s)"
+    while True:
+        response = await model.complete(messages, specs)
+        messages.append({"role": "assistant", "content": response.text})
+        for c in response.tool_calls:
+            result = await tick(**json.loads(c.arguments))
+            messages.append({"role": "tool", "tool_call_id": c.id, "content": str(result)})
+        await conn.execute(insert, (json.dumps(messages[-1]),))
+        if not response.tool_calls:
+            return
+
+
+async def per_call(
+    calls: int, repeats: int, floor: psycopg.AsyncConnection[Any], log: PostgresEventLog, tag: str
+) -> dict[str, float]:
+    """Microseconds per model call of the floor and of the library at one T, their per-round
+    ratio, and the library's commits per model call."""
+    steps = script(calls)
+    counter = CountingLog(log)  # type: ignore[arg-type]
+    n = 0
+
+    async def one() -> None:
+        nonlocal n
+        n += 1
+        await library_run(steps, counter, f"{tag}-{calls}-{n}")  # type: ignore[arg-type]
+
+    times = await timed({"floor": lambda: bare_pg_loop(steps, floor), "postgres": one}, repeats)
+    out = {name: statistics.median(t) / calls * 1e6 for name, t in times.items()}
+    out["x_floor"] = paired(times, "postgres", "floor")
+    counter.commits = 0
+    await one()
+    out["commits_per_call"] = counter.commits / calls
+    return out
+
+
+# ---- per append -------------------------------------------------------------------------
+
+
+def loop_batch(key: SessionKey, n: int, *, checkpoint: bool) -> list[Event]:
+    """What one model call appends: an answer with one tool call, its result, maybe a
+    checkpoint (bench/eventlog_append.py's batch)."""
+    call_id = f"call-{n}"
+    answer = AssistantMessage(
+        text="",
+        turn=n,
+        tool_calls=(ToolCallRecord(call_id, "tick", f'{{"n": {n}}}'),),
+        model="scripted",
+        input_tokens=120 + n,
+        output_tokens=12,
+        cost_usd=0.00042,
+    )
+    batch = [
+        Event.create(key, answer, author="agent"),
+        Event.create(key, ToolResult(call_id, "tick", str(n + 1), n), author="agent"),
+    ]
+    if checkpoint:
+        totals = Checkpoint(n, 120 * n, 12 * n, 0.00042 * n, "go on")
+        batch.append(Event.create(key, totals, author="agent"))
+    return batch
+
+
+Contender = Callable[[int], Awaitable[None]]
+
+
+def floor_contender(conn: psycopg.AsyncConnection[Any]) -> Contender:
+    """``n`` floor appends: one INSERT each, committed by autocommit."""
+    insert = f"INSERT INTO {FLOOR_TABLE} (payload) VALUES (%s)"
+
+    async def run(n: int) -> None:
+        for _ in range(n):
+            await conn.execute(insert, (FLOOR_PAYLOAD,))
+
+    return run
+
+
+async def fenced_contender(log: EventLog, key: SessionKey, *, checkpoint: bool) -> Contender:
+    """``n`` appends of loop batches to ``log``, fenced by a lease on ``key`` held throughout."""
+    lease = await log.acquire_lease(key, LeaseHolder.this_process(), 3600)
+    pool: Iterator[list[Event]] = itertools.cycle(
+        [loop_batch(key, n, checkpoint=checkpoint) for n in range(1000)]
+    )
+
+    async def run(n: int) -> None:
+        append = log.append
+        for _ in range(n):
+            await append(next(pool), lease=lease)
+
+    return run
+
+
+async def race(
+    contenders: dict[str, Contender], per_round: int, rounds: int
+) -> dict[str, list[float]]:
+    """Microseconds per append of each contender, round by round; every other round runs them
+    in reverse order (a warm-up round first)."""
+    samples: dict[str, list[float]] = {name: [] for name in contenders}
+    for run in contenders.values():
+        await run(max(1, per_round // 4))
+    for r in range(rounds):
+        names = list(contenders)
+        if r % 2:
+            names.reverse()
+        for name in names:
+            gc.collect()
+            start = time.perf_counter()
+            await contenders[name](per_round)
+            samples[name].append((time.perf_counter() - start) / per_round * 1e6)
+    return samples
+
+
+async def per_append(
+    rounds: int, per_round: int, floor: psycopg.AsyncConnection[Any], log: PostgresEventLog
+) -> dict[str, tuple[float, float]]:
+    """Each contender's median microseconds per append, and its median per-round ratio to the
+    floor."""
+    level = await setting(floor, "synchronous_commit")
+    contenders = {
+        "psycopg floor (1 row)": floor_contender(floor),
+        "postgres, 2 events": await fenced_contender(
+            log, SessionKey("bench", "append", f"two-{level}"), checkpoint=False
+        ),
+        "postgres, 3 events": await fenced_contender(
+            log, SessionKey("bench", "append", f"three-{level}"), checkpoint=True
+        ),
+    }
+    samples = await race(contenders, per_round, rounds)
+    base = samples["psycopg floor (1 row)"]
+    return {
+        name: (
+            statistics.median(times),
+            statistics.median(a / b for a, b in zip(times, base, strict=True)),
+        )
+        for name, times in samples.items()
+    }
+
+
+# ---- the run ----------------------------------------------------------------------------
+
+
+async def bench_level(
+    dsn: str, level: str, repeats: int, rounds: int
+) -> tuple[dict[int, dict[str, float]], dict[str, tuple[float, float]]]:
+    """Every figure at one synchronous_commit level."""
+    floor = await open_floor(dsn)
+    try:
+        seen = await setting(floor, "synchronous_commit")
+        assert seen == level, f"the DSN asked for synchronous_commit={level}, the server has {seen}"
+        async with PostgresEventLog(dsn) as log:
+            calls = {t: await per_call(t, repeats, floor, log, level) for t in TS}
+            appends = await per_append(rounds, 200, floor, log)
+    finally:
+        await floor.close()
+    return calls, appends
+
+
+def report(
+    results: dict[str, tuple[dict[int, dict[str, float]], dict[str, tuple[float, float]]]],
+    repeats: int,
+    rounds: int,
+) -> None:
+    """Print both tables."""
+    print(f"\nper model call: median of {repeats} runs; microseconds per model call")
+    print(f"{'T':>4} {'sync':>5} {'floor':>8} {'postgres':>9} {'x floor':>8} {'commits':>8}")
+    for level, (calls, _) in results.items():
+        for t, r in calls.items():
+            print(
+                f"{t:>4} {level:>5} {r['floor']:>8.1f} {r['postgres']:>9.1f}"
+                f" {r['x_floor']:>8.2f} {r['commits_per_call']:>8.2f}"
+            )
+    print(f"\nper append: median of {rounds} rounds of 200; microseconds per append")
+    print(f"{'sync':>5} {'':<24}{'us/append':>10}{'us/event':>10}{'x floor':>9}")
+    for level, (_, appends) in results.items():
+        for name, (micros, ratio) in appends.items():
+            events = 1 if "floor" in name else int(name.split(", ")[1][0])
+            print(f"{level:>5} {name:<24}{micros:>10.1f}{micros / events:>10.2f}{ratio:>9.2f}")
+
+
+async def main(dsn: str, quick: bool, command: str) -> None:
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))
+    repeats, rounds = (5, 7) if quick else (25, 21)
+    print(f"$ {command}")
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        version = await setting(conn, "server_version")
+    print(
+        f"python {sys.version.split()[0]}; psycopg {psycopg.__version__};"
+        f" PostgreSQL {version} at {dsn}"
+    )
+    async with fresh_schema(dsn) as schema:
+        print(f"schema {schema} (dropped at the end)")
+        results = {
+            level: await bench_level(level_dsn(dsn, schema, level), level, repeats, rounds)
+            for level in LEVELS
+        }
+    report(results, repeats, rounds)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer rounds")
+    parser.add_argument(
+        "--dsn",
+        default=os.environ.get("AUTONOMOUS_BENCH_PG", DEFAULT_DSN),
+        help=f"the server (default {DEFAULT_DSN}, or AUTONOMOUS_BENCH_PG)",
+    )
+    args = parser.parse_args()
+    command = shlex.join([os.path.relpath(sys.executable), *sys.argv])
+    anyio.run(main, args.dsn, args.quick, command)
