@@ -7,7 +7,8 @@ tool result, so a test can tell from the log alone which daemon wrote what.
   ``FLEET_WAKES`` wakes (environment, default 1) have run, then reports done. The first wake is
   ``FLEET_FIRST_WAKE`` seconds ahead (default 1), the later ones ``FLEET_WAKE_GAP`` (default 1).
 - ``gated``: the goal turn schedules "wake 1" like ``waking``; the wake turn calls ``gate``,
-  which blocks until the file ``gate`` exists in the working directory, then reports done.
+  which blocks until the file ``gate`` exists in the working directory, then reports done. A
+  run resumed after a crash mid-gate finds the call ``interrupted`` and calls it again.
 """
 
 from __future__ import annotations
@@ -79,13 +80,17 @@ def _waking(messages: Messages, tools: Sequence[dict[str, Any]]) -> ModelRespons
 
 def _gated(messages: Messages, tools: Sequence[dict[str, Any]]) -> ModelResponse:
     last = messages[-1]
-    if last["role"] == "assistant" or (last["role"] == "tool" and "gate open" not in str(last)):
-        return reply(f"ok {_by()}")
-    if _wake_of(messages) == 0:
+    content = str(last.get("content"))
+    if _wake_of(messages) == 0:  # the goal turn
+        if last["role"] != "user":
+            return reply(f"ok {_by()}")
         return _schedule(1, float(os.environ.get("FLEET_FIRST_WAKE", "1")))
-    if last["role"] == "user":
+    # the wake turn; a run resumed after a crash finds its gate call "interrupted": again
+    if last["role"] == "user" or (last["role"] == "tool" and "interrupted" in content):
         return call("gate", {"by": identity()}, text=_by())
-    return _finish("through the gate")
+    if last["role"] == "tool" and "gate open" in content:
+        return _finish("through the gate")
+    return reply(f"ok {_by()}")
 
 
 def waking() -> ScriptedModel:

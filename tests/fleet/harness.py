@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -220,7 +222,7 @@ class Wakes:
     """What one session's log says about its wakes.
 
     ``started``: the turn number of each turn's prompt, in log order (a turn started twice,
-    e.g. by a daemon killed mid-turn and then by another, shows twice). ``checkpointed``: the
+    would show twice). ``checkpointed``: the
     turn of each stop checkpoint (deferred or completed), in log order. ``lags``: for each wake,
     the start of its turn minus the wake time it was due at, in seconds.
     """
@@ -253,11 +255,11 @@ def wakes_of(key: SessionKey, events: Sequence[Event]) -> Wakes:
     return Wakes(key, tuple(started), tuple(checkpointed), tuple(stops), tuple(lags))
 
 
-def wake_problems(found: Iterable[Wakes], wakes: int, *, restarted: bool = False) -> list[str]:
+def wake_problems(found: Iterable[Wakes], wakes: int) -> list[str]:
     """What is wrong with sessions that should each have woken ``wakes`` times, once each.
 
-    Each must have started turns 1..wakes+1 in order, each once (with ``restarted``, a turn may
-    have started again after a crash, never a later one before it), written one stop
+    Each must have started turns 1..wakes+1 in order, each once (a run resumed after a crash
+    goes on with the turn it found begun, it does not start it again), written one stop
     checkpoint per turn (deferred, then completed last), and started no wake's turn before
     its wake time.
     """
@@ -265,8 +267,7 @@ def wake_problems(found: Iterable[Wakes], wakes: int, *, restarted: bool = False
     stops = ("deferred",) * wakes + ("completed",)
     problems = []
     for w in found:
-        started = tuple(dict.fromkeys(w.started)) if restarted else w.started
-        if started != turns or (restarted and sorted(w.started) != list(w.started)):
+        if w.started != turns:
             problems.append(f"{w.key}: turns started {w.started}, wanted {turns}")
         if w.checkpointed != turns or w.stops != stops:
             problems.append(
@@ -295,7 +296,9 @@ class Daemon:
     """One ``autonomous daemon --json`` process (its own process group), its reports collected.
 
     ``prefix`` runs it under another command (``ip netns exec NS ...``); signals go to the
-    whole group, so they reach the daemon through such wrappers.
+    whole group, so they reach the daemon through such wrappers. ``identity`` is the
+    ``host:pid`` the daemon's brains write (its pid here unless a wrapper gives it a pid
+    namespace of its own).
     """
 
     def __init__(
@@ -306,6 +309,7 @@ class Daemon:
         prefix: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
         name: str = "daemon",
+        identity: str | None = None,
     ) -> None:
         command = [*prefix, sys.executable, "-m", "autonomous", "daemon", "--db", db, "--json"]
         self.name = name
@@ -318,6 +322,7 @@ class Daemon:
             text=True,
             start_new_session=True,
         )
+        self.identity = identity or f"{socket.gethostname()}:{self.proc.pid}"
         self._lines: dict[str, list[str]] = {"stdout": [], "stderr": []}
         self._changed = threading.Condition()
         self._readers = [
@@ -433,6 +438,7 @@ class Fleet:
         prefix: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
         db: str | None = None,
+        identity: str | None = None,
     ) -> Daemon:
         """Start one daemon over the fleet's log (or ``db``: the same log by another route)."""
         daemon = Daemon(
@@ -446,6 +452,7 @@ class Fleet:
             prefix=prefix,
             env=env,
             name=name,
+            identity=identity,
         )
         self.daemons.append(daemon)
         return daemon
@@ -454,3 +461,51 @@ class Fleet:
         """SIGKILL every daemon still running (a test that wanted a clean stop did it)."""
         for daemon in self.daemons:
             daemon.kill()
+
+
+_BY = re.compile(r"\bby (\S+:\d+)")
+
+
+def writer_of(event: Event) -> str | None:
+    """Which process (``host:pid``) wrote a model answer or a tool result of the brains (their
+    text says ``by host:pid``); None for other events."""
+    p = event.payload
+    text = getattr(p, "text", None) if event.kind is EventKind.ASSISTANT_MESSAGE else None
+    if event.kind is EventKind.TOOL_RESULT:
+        text = getattr(p, "content", None)
+    match = _BY.search(text) if isinstance(text, str) else None
+    return match.group(1) if match else None
+
+
+def in_gate(events: Sequence[Event], who: str) -> bool:
+    """Whether ``who`` (``host:pid``) asked for the gate in the session's latest turn and has
+    not written its result: it is mid-run, waiting in the tool."""
+    asked = False
+    for event in events:
+        if event.kind is EventKind.USER_MESSAGE:
+            asked = False
+        elif event.kind is EventKind.ASSISTANT_MESSAGE and writer_of(event) == who:
+            calls = getattr(event.payload, "tool_calls", ())
+            asked = asked or any(c.name == "gate" for c in calls)
+        elif event.kind is EventKind.TOOL_RESULT and getattr(event.payload, "name", "") == "gate":
+            asked = False
+    return asked
+
+
+_HELP: list[str] = []
+
+
+def lease_options(ttl: float) -> list[str]:
+    """``--lease-ttl TTL`` when this branch's daemon takes it (the fleet daemon's own leases);
+    the spec's ``lease_ttl`` says the same to a daemon that does not."""
+    if not _HELP:
+        shown = subprocess.run(
+            [sys.executable, "-m", "autonomous", "daemon", "--help"],
+            env=ENV,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        _HELP.append(shown.stdout)
+    return ["--lease-ttl", str(ttl)] if "--lease-ttl" in _HELP[0] else []
