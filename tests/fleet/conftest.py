@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from .harness import Fleet
+from .daemons import Fleet
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

@@ -11,10 +11,9 @@ import pytest
 
 from eventlog import utcnow
 
+from .daemons import Fleet, reports_of
 from .harness import (
-    Fleet,
     histories,
-    reports_of,
     seed,
     session_keys,
     template_events,

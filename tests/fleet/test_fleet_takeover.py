@@ -4,59 +4,20 @@ and the frozen one, thawed, writes nothing more."""
 from __future__ import annotations
 
 import signal
-from datetime import timedelta
 from pathlib import Path
 
-from eventlog import EventKind, SessionKey, utcnow
-
+from .daemons import Fleet, reports_of
 from .harness import (
-    Daemon,
-    Fleet,
+    gated_sessions,
     histories,
-    in_gate,
-    lease_options,
-    reports_of,
-    seed,
-    session_keys,
-    template_events,
+    start,
     wait_completed,
-    wait_until,
+    wait_in_gate,
     wake_problems,
+    wake_writers,
     wakes_of,
-    write_agent,
     writer_of,
 )
-
-#: Leases short enough that a takeover after expiry comes within the test.
-LEASE_TTL = 2.0
-
-
-def gated_sessions(agent_dir: Path, tmp_path: Path, db: str, count: int) -> list[SessionKey]:
-    """``count`` sessions of the gated brain, due within the next second: each one's wake turn
-    waits in the ``gate`` tool until the test creates the gate file."""
-    spec = write_agent(agent_dir, "gated", lease_ttl=LEASE_TTL, control_poll=0.2)
-    template = template_events(agent_dir, spec, tmp_path)
-    keys = session_keys(count)
-    soon = utcnow() + timedelta(seconds=0.5)
-    seed(db, template, {k: soon + timedelta(seconds=i / count) for i, k in enumerate(keys)})
-    return keys
-
-
-def wait_in_gate(db: str, daemon: Daemon, keys: list[SessionKey], count: int) -> list[SessionKey]:
-    """Wait until ``daemon`` is mid-run, in the gate tool, on ``count`` of ``keys``; those."""
-    inside: list[SessionKey] = []
-
-    def enough() -> bool:
-        inside[:] = [k for k, e in histories(db, keys).items() if in_gate(e, daemon.identity)]
-        return len(inside) >= count
-
-    wait_until(f"{daemon.name} in the gate of {count} sessions", enough, timeout=30)
-    return inside
-
-
-def start(fleet: Fleet, name: str, slots: int) -> Daemon:
-    """A daemon of the test with ``slots`` runs at once and the short leases."""
-    return fleet.start(name, poll=0.2, max_concurrent=slots, options=lease_options(LEASE_TTL))
 
 
 def test_a_killed_daemons_sessions_are_finished_by_the_others(
@@ -77,8 +38,8 @@ def test_a_killed_daemons_sessions_are_finished_by_the_others(
     logs = histories(db, keys)
     assert [] == wake_problems([wakes_of(k, e) for k, e in logs.items()], 1)
     for key in held:  # the doomed daemon's turn began, and another one finished it
-        writers = [writer_of(e) for e in logs[key] if e.kind is EventKind.ASSISTANT_MESSAGE]
-        assert doomed.identity in writers, (key, writers)
+        writers = wake_writers(logs[key])
+        assert doomed.identity == writers[0], (key, writers)
         assert writers[-1] in {o.identity for o in others}, (key, writers)
     failed = reports_of(fleet.daemons, "failed")
     assert [] == [f"{r['daemon']} {r['session']}: {r['error']}" for r in failed]
