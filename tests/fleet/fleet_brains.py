@@ -9,6 +9,8 @@ tool result, so a test can tell from the log alone which daemon wrote what.
 - ``gated``: the goal turn schedules "wake 1" like ``waking``; the wake turn calls ``gate``,
   which blocks until the file ``gate`` exists in the working directory, then reports done. A
   run resumed after a crash mid-gate finds the call ``interrupted`` and calls it again.
+- ``sleeper``: every turn schedules the next one an hour ahead (a ``sleep`` scheduler keeps the
+  run waiting in its process, where an inject wakes it), forever.
 """
 
 from __future__ import annotations
@@ -91,6 +93,17 @@ def _gated(messages: Messages, tools: Sequence[dict[str, Any]]) -> ModelResponse
     if last["role"] == "tool" and "gate open" in content:
         return _finish("through the gate")
     return reply(f"ok {_by()}")
+
+
+def _sleeper(messages: Messages, tools: Sequence[dict[str, Any]]) -> ModelResponse:
+    if messages[-1]["role"] != "user":
+        return reply(f"ok {_by()}")
+    return _schedule(1, 3600)
+
+
+def sleeper() -> ScriptedModel:
+    """Sleeps an hour after every turn; an inject wakes it for one more."""
+    return ScriptedModel(default=_sleeper)
 
 
 def waking() -> ScriptedModel:

@@ -45,7 +45,7 @@ max_turns = 100
 max_wallclock = 600
 
 [scheduler]
-kind = "exit"
+kind = "{scheduler}"
 
 [run]
 lease_ttl = {lease_ttl}
@@ -60,6 +60,7 @@ def write_agent(
     name: str = "fleet",
     lease_ttl: float = 30,
     control_poll: float = 0.5,
+    scheduler: str = "exit",
 ) -> Path:
     """Put the brains module in ``directory`` and write ``<name>.toml`` for ``brain``."""
     (directory / BRAINS.name).write_text(BRAINS.read_text())
@@ -72,6 +73,7 @@ def write_agent(
             brain=brain,
             lease_ttl=lease_ttl,
             control_poll=control_poll,
+            scheduler=scheduler,
         )
     )
     return path
