@@ -106,6 +106,7 @@ class PostgresEventLog:
         """Close the listener and the pool; idempotent. A closed log refuses every call."""
         if self._db.closed:
             return
+        self._db.closed = True  # first: no watch may start a listener while this closes
         with anyio.CancelScope(shield=True):  # bounded: the operations in flight, then close
             listener, self._listener = self._listener, None
             if listener is not None:
@@ -405,7 +406,8 @@ class PostgresEventLog:
         """Wake-ups for one session (``key``), or for every session (``None``): see
         :class:`~eventlog.Watch`. Listening has begun when this enters: a change committed
         after that wakes the watch. The log's one listening connection (not a pooled one) is
-        opened by its first watch and kept until the log closes."""
+        opened by its first watch and kept until the log closes; it is read while a watch
+        waits (no task of its own)."""
         await self._db.connect("watch for changes")
         db = self._db
         if db.closed:
@@ -413,8 +415,8 @@ class PostgresEventLog:
         if self._listener is None:
             self._listener = Listener(db.dsn, db.channel, db.masked, db.timeout)
         listener = self._listener
+        await listener.start()
         with listener.watch(key) as watch:
-            await listener.started()
             yield watch
 
     def _check_open(self) -> None:

@@ -6,10 +6,12 @@ import asyncio
 import contextlib
 from collections.abc import Iterator
 
+import anyio
 import psycopg
 
 from . import _postgres_conn as pgconn
 from . import _postgres_sql as sql
+from ._errors import StoreUnavailable
 from ._events import SessionKey
 
 #: Seconds a listening connection waits for a notification before it probes its server: a
@@ -28,9 +30,11 @@ class Watch:
     is a hint only: whoever waits re-reads the log from its last seq.
     """
 
-    def __init__(self, key: SessionKey | None) -> None:
+    def __init__(self, key: SessionKey | None, listener: Listener) -> None:
         self.key = key
-        self._changed = asyncio.Event()
+        self._listener = listener
+        self._changed = False
+        self._signal = asyncio.Event()  # set by a change, or to hand the reading over
 
     def __repr__(self) -> str:
         return f"Watch({self.key!r})"
@@ -41,102 +45,149 @@ class Watch:
         the watch began or since the last wait returned. Coalesced: many notifications, one
         wake. A listener connection that drops is reopened; while it is down, wait() returns
         spuriously once per reconnect (callers re-read anyway)."""
-        await self._changed.wait()
-        self._changed.clear()
+        await self._listener.wait(self)
+        self._changed = False
 
     @property
     def woken(self) -> bool:
-        """Whether something changed that no :meth:`wait` has returned for yet (a wait now
-        would return at once)."""
-        return self._changed.is_set()
+        """Whether a change was seen that no :meth:`wait` has returned for yet (notifications
+        are read while some watch of the log waits)."""
+        return self._changed
 
     def wake(self) -> None:
         """Make the next (or the pending) :meth:`wait` return."""
-        self._changed.set()
+        self._changed = True
+        self._signal.set()
 
 
 class Listener:
-    """The LISTEN connection of one log (never a pooled one: a pool hands connections out
-    to one operation at a time), and the watches its notifications wake.
+    """The LISTEN connection of one log (never a pooled one: a pool hands connections out to
+    one operation at a time), and the watches its notifications wake.
 
-    The connection opens with the first watch and stays until :meth:`aclose`; one that drops
-    is reopened (every watch woken, as what happened meanwhile is not known).
+    No task of its own reads the connection: a waiting watch does, for every watch, until
+    its own change comes; then it hands the reading over to another waiting watch. While
+    nobody waits, notifications wait on the connection. One that drops is reopened by the
+    next reader (every watch woken, as what happened meanwhile is not known).
     """
 
     def __init__(self, dsn: str, channel: str, masked: str, timeout: float) -> None:
         self._dsn, self._channel, self._masked = dsn, channel, masked
         self._connect_timeout = max(1, round(timeout))
         self._watches: set[Watch] = set()
-        self._task: asyncio.Task[None] | None = None
-        self._listening = asyncio.Event()  # set once LISTEN ran, or the first connect failed
-        self._failure: BaseException | None = None
+        self._waiting: set[Watch] = set()  # watches waiting while another reads
+        self._reader: Watch | None = None
+        self._conn: psycopg.AsyncConnection[tuple[object, ...]] | None = None
+        self._lock = anyio.Lock()  # opening the connection
+        self._closed = False
         #: How many times a connection began listening (more than once: it reconnected).
         self.connections = 0
 
     @contextlib.contextmanager
     def watch(self, key: SessionKey | None) -> Iterator[Watch]:
-        """A watch registered for as long as the block runs (the connection started if need be)."""
-        watch = Watch(key)
+        """A watch registered for as long as the block runs."""
+        watch = Watch(key, self)
         self._watches.add(watch)
-        if self._task is None or self._task.done():
-            self._failure = None
-            self._listening.clear()
-            self._task = asyncio.create_task(self._run(), name=f"LISTEN {self._channel}")
         try:
             yield watch
         finally:
             self._watches.discard(watch)
 
-    async def started(self) -> None:
-        """Return once the connection listens; :class:`StoreUnavailable` if it cannot connect."""
-        await self._listening.wait()
-        if self._failure is not None:
-            raise pgconn.unavailable(self._masked, "listen for changes", self._failure)
+    async def start(self) -> None:
+        """Listen now if the connection is not open; :class:`StoreUnavailable` if it cannot."""
+        if self._conn is None:
+            try:
+                await self._open()
+            except psycopg.Error as exc:
+                raise pgconn.unavailable(self._masked, "listen for changes", exc) from exc
 
     async def aclose(self) -> None:
-        """Stop listening and close the connection."""
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        """Close the connection; a watch reading it returns (spuriously)."""
+        self._closed = True
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await conn.close()
+        self._wake_all()
 
-    async def _run(self) -> None:
-        """Listen, dispatch, and reconnect after a drop, until cancelled."""
+    async def wait(self, watch: Watch) -> None:
+        """Return once ``watch`` has seen a change, reading the connection meanwhile unless
+        another watch already does."""
+        while not watch.woken:
+            if self._closed:
+                raise StoreUnavailable(f"event log {self._masked} is closed")
+            if self._reader is None:
+                self._reader = watch
+                try:
+                    await self._read_until(watch)
+                finally:
+                    self._reader = None
+                    for waiting in self._waiting:  # hand the reading over to one of them
+                        waiting._signal.set()
+                        break
+            else:
+                self._waiting.add(watch)
+                try:
+                    await watch._signal.wait()
+                finally:
+                    self._waiting.discard(watch)
+                    watch._signal.clear()
+
+    async def _read_until(self, watch: Watch) -> None:
+        """Dispatch notifications to every watch until ``watch`` has one; a dropped connection
+        is reopened (waiting longer after each failure), which wakes every watch."""
         delay = RECONNECT_FIRST
-        listened = False
-        while True:
+        while not watch.woken and not self._closed:
+            conn = self._conn
+            if conn is None:
+                try:
+                    await self._open()
+                except psycopg.Error:
+                    await anyio.sleep(delay)
+                    delay = min(delay * 2, RECONNECT_MOST)
+                    continue
+                self._wake_all()  # a reconnect: what changed while it was down is not known
+                return
             try:
-                conn = await psycopg.AsyncConnection.connect(
-                    self._dsn, autocommit=True, connect_timeout=self._connect_timeout
-                )
-                async with conn:
-                    await conn.execute(sql.listen(self._channel))
-                    if listened:  # a reconnect: what changed while it was down is not known
-                        self._wake_all()
-                    listened = True
-                    self.connections += 1
-                    self._listening.set()
-                    delay = RECONNECT_FIRST
-                    await self._dispatch(conn)
-            except psycopg.Error as exc:
-                if not listened:  # the first connection: the watch that asked learns why
-                    self._failure = exc
-                    self._listening.set()
-                    return
+                await self._dispatch(conn, watch)
+            except psycopg.Error:
+                if self._conn is conn:
+                    self._conn = None
+                with contextlib.suppress(psycopg.Error):
+                    await conn.close()
                 self._wake_all()
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, RECONNECT_MOST)
 
-    async def _dispatch(self, conn: psycopg.AsyncConnection[tuple[object, ...]]) -> None:
-        """Wake the watches each notification is for, probing the server when it is quiet."""
+    async def _dispatch(
+        self, conn: psycopg.AsyncConnection[tuple[object, ...]], reader: Watch
+    ) -> None:
+        """Wake the watches each notification is for until ``reader`` is woken; probe the
+        server when it is quiet."""
         while True:
-            async for notification in conn.notifies(timeout=PROBE_EVERY):
-                key = sql.key_of_notice(notification.payload)
-                for watch in list(self._watches):
-                    if watch.key is None or key is None or watch.key == key:
-                        watch.wake()
+            async with contextlib.aclosing(conn.notifies(timeout=PROBE_EVERY)) as notifications:
+                async for notification in notifications:
+                    key = sql.key_of_notice(notification.payload)
+                    for watch in list(self._watches):
+                        if watch.key is None or key is None or watch.key == key:
+                            watch.wake()
+                    if reader.woken:
+                        return
             await conn.execute(sql.PROBE)
+
+    async def _open(self) -> None:
+        """Open the connection and LISTEN on it (unless another watch just did)."""
+        async with self._lock:
+            if self._conn is not None:
+                return
+            if self._closed:
+                raise StoreUnavailable(f"event log {self._masked} is closed")
+            conn = await psycopg.AsyncConnection.connect(
+                self._dsn, autocommit=True, connect_timeout=self._connect_timeout
+            )
+            try:
+                await conn.execute(sql.listen(self._channel))
+            except BaseException:
+                await conn.close()
+                raise
+            self._conn = conn
+            self.connections += 1
 
     def _wake_all(self) -> None:
         for watch in list(self._watches):

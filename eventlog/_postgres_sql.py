@@ -43,7 +43,7 @@ CREATE TABLE IF NOT EXISTS eventlog_sessions (
     "user" text NOT NULL,
     session_id text NOT NULL,
     checkpoint_seq bigint,
-    turns integer,
+    turns bigint,
     cost_usd double precision,
     stop_reason text,
     next_wake_at timestamptz,
@@ -129,7 +129,7 @@ WITH locked AS (
     SELECT sid, seq, id, kind, author, at, v, payload FROM batch ORDER BY ord
 ), changes AS (
     SELECT u.*, (SELECT b.seq FROM batch AS b WHERE b.ord = u.ck_ord) AS ck_seq
-    FROM unnest(%(u_sid)s::bigint[], %(u_ck)s::bigint[], %(u_turns)s::integer[],
+    FROM unnest(%(u_sid)s::bigint[], %(u_ck)s::bigint[], %(u_turns)s::bigint[],
                 %(u_cost)s::double precision[], %(u_reason)s::text[],
                 %(u_wake)s::timestamptz[], %(u_updated)s::timestamptz[],
                 %(u_paused)s::boolean[], %(u_stopped)s::boolean[], %(u_unpriced)s::boolean[],

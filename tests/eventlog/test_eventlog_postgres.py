@@ -274,6 +274,16 @@ class TestText:
         assert [] == await log.read(SessionKey("a", "\x10", "s"))
 
 
+class TestWideNumbers:
+    """The summary's columns hold what a checkpoint may say (SQLite's integers are 64-bit)."""
+
+    async def test_turns_past_32_bits(self, log: PostgresEventLog) -> None:
+        """A checkpoint of 2**40 turns is stored and summarised (a 32-bit column refused it)."""
+        event = Event.create(A, Checkpoint(2**40, 2**41, 5, 0.25, "go on"))
+        await log.append([event])
+        assert [2**40] == [summary.turns for summary in await log.sessions()]
+
+
 class TestServerErrors:
     """A server that cannot be reached: StoreUnavailable naming the DSN, password masked."""
 
@@ -396,17 +406,36 @@ class TestWatch:
             assert listener is not None
             with anyio.fail_after(SOON):
                 await watch.wait()  # the drop: a spurious wake
-                while listener.connections < 2:  # noqa: ASYNC110 (the listener sets no event)
-                    await anyio.sleep(0.01)
-            if watch.woken:
-                await watch.wait()  # the reconnect's spurious wake
+                await watch.wait()  # the reconnect: another
+            assert 2 == listener.connections
             await log.append([Event.create(A, InboxQueued("again", "m2"))])
             with anyio.fail_after(SOON):
                 await watch.wait()
 
-    async def test_a_watch_on_a_closed_log_is_refused(self, log: PostgresEventLog) -> None:
-        """After aclose, watch raises StoreUnavailable."""
-        await log.aclose()
+    async def test_closing_the_log_ends_its_watches(self, log: PostgresEventLog) -> None:
+        """A watch waiting when its log closes returns; its next wait, and a new watch, raise
+        StoreUnavailable."""
+        async with log.watch(A) as watch:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(watch.wait)
+                await anyio.wait_all_tasks_blocked()
+                await log.aclose()
+            with pytest.raises(StoreUnavailable, match="closed"):
+                await watch.wait()
         with pytest.raises(StoreUnavailable, match="closed"):
             async with log.watch(A):
                 pass
+
+    async def test_two_waiting_watches_share_the_reading(
+        self, log: PostgresEventLog, other: PostgresEventLog
+    ) -> None:
+        """Two watches wait at once: the one that reads hands the connection over when its
+        own change comes, and the other still gets its own."""
+        async with log.watch(A) as watch_a, log.watch(B) as watch_b:
+            with anyio.fail_after(SOON):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(watch_a.wait)
+                    tg.start_soon(watch_b.wait)
+                    await anyio.wait_all_tasks_blocked()
+                    await other.append([Event.create(A, Control("wake"))])
+                    await other.append([Event.create(B, Control("wake"))])
