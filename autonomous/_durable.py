@@ -75,7 +75,7 @@ class AdoptedLease:
         await self._lost.wait()
 
 
-class _Watch(Protocol):
+class StoreWatch(Protocol):
     """What a store's ``watch(key)`` yields: ``wait()`` returns after a change (coalesced)."""
 
     def wait(self) -> Awaitable[None]:
@@ -83,17 +83,17 @@ class _Watch(Protocol):
         ...
 
 
-class _Watchable(Protocol):
+class Watchable(Protocol):
     """A store that notifies (PostgreSQL's LISTEN): the optional ``watch`` capability."""
 
-    def __call__(self, key: SessionKey | None = None) -> AbstractAsyncContextManager[_Watch]:
+    def __call__(self, key: SessionKey | None = None) -> AbstractAsyncContextManager[StoreWatch]:
         """Watch ``key`` (None: every session's due-ness) while the block is open."""
         ...
 
 
-def store_watch(log: EventLog) -> _Watchable | None:
+def store_watch(log: EventLog) -> Watchable | None:
     """The store's ``watch`` method when it has one (PostgreSQL), else None (poll only)."""
-    watch: _Watchable | None = getattr(log, "watch", None)
+    watch: Watchable | None = getattr(log, "watch", None)
     return watch
 
 

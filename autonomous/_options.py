@@ -124,6 +124,9 @@ class RunOptions:
 
     Each field checks (and where needed converts) itself: seconds become floats, outcomes a
     tuple; a bad value raises :class:`ConfigurationError` naming the option.
+
+    ``agent_version`` names what defines the agent (a spec file's digest, a release): every
+    checkpoint records it, so a worker resuming the session can tell whether it runs the same.
     """
 
     max_turns: int = _count(50)
@@ -161,6 +164,7 @@ class RunOptions:
     supervisor_timeout: float = _seconds(30.0)
     pause_max: float = _seconds(0.0)
     telemetry: Telemetry | None = None
+    agent_version: str = attrs.field(default="", validator=attrs.validators.instance_of(str))
 
     def __attrs_post_init__(self) -> None:
         # The checks that involve two options; each option has checked itself by now.
@@ -213,6 +217,7 @@ class RunKwargs(TypedDict, total=False):
     supervisor_timeout: Seconds
     pause_max: Seconds
     telemetry: Telemetry | None
+    agent_version: str
 
 
 _OPTION_NAMES = frozenset(a.name for a in attrs.fields(RunOptions))

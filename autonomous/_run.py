@@ -401,6 +401,8 @@ class Run:
             stopped=controls.stop_requested,
             unseen_from=keeper.seen + 1 if keeper is not None else 0,
         )
+        if self.opts.agent_version:  # which agent wrote it: a worker checks before resuming
+            checkpoint = attrs.evolve(checkpoint, agent_version=self.opts.agent_version)
         self.state.last_turn_failed = False
         self.conv.record(checkpoint)
         if last and keeper is not None:  # the lease goes with the run's last write

@@ -156,7 +156,10 @@ class Checkpoint:
     seq whose inbox and control events the run had not read when it wrote this (0: not known):
     a resume obeys what came from there on, even before the checkpoint. ``unpriced``: the run
     had no prices for its model (no ``pricing``, not in litellm's table), so ``cost_usd``
-    counts nothing; ``autonomous ls`` says so rather than show $0.
+    counts nothing; ``autonomous ls`` says so rather than show $0. ``agent_version`` is what
+    defined the agent that wrote it (the run option of that name: the CLI puts its spec file's
+    digest there), so a worker can tell whether it would run the same agent ("" when unsaid);
+    the schema version is the event's own ``v``.
     """
 
     turns: int
@@ -179,6 +182,7 @@ class Checkpoint:
     stopped: bool = False
     unseen_from: int = 0
     unpriced: bool = False
+    agent_version: str = ""
 
 
 @attrs.frozen

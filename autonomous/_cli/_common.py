@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol, Self, TypeVar
+from typing import Any, Literal, Protocol, Self, TypeVar
 
 import anyio
 import attrs
@@ -101,7 +101,7 @@ def _postgres_log(url: str) -> CliLog:
             f"--db is a PostgreSQL URL but its driver is not installed ({exc}): {POSTGRES_EXTRA}",
             Exit.STORE,
         ) from None
-    from eventlog import PostgresEventLog  # type: ignore[attr-defined]  # until pgstore lands
+    from eventlog import PostgresEventLog
 
     log: CliLog = PostgresEventLog(url)
     return log
@@ -130,9 +130,10 @@ async def require_session(log: EventLog, key: SessionKey) -> None:
 
 
 async def record_spec(log: EventLog, key: SessionKey, spec: AgentSpec, model: str | None) -> None:
-    """Note in the session which spec file (its absolute path) and model override run it, for
-    resume and the daemon; the newest such note is the one that counts."""
-    data = {"spec": str(spec.path.absolute()), "model": model}
+    """Note in the session which spec file (its absolute path, and its identity: the digest of
+    its bytes) and model override run it, for resume and the daemon; the newest such note is
+    the one that counts."""
+    data = {"spec": str(spec.path.absolute()), "model": model, "digest": spec.identity}
     await log.append([LogEvent.create(key, Note(SPEC_NOTE, data), author="cli")])
 
 
@@ -145,11 +146,17 @@ async def _spec_note(log: EventLog, key: SessionKey) -> dict[str, Any] | None:
     return None
 
 
-async def spec_of_session(log: EventLog, key: SessionKey) -> AgentSpec:
+async def spec_of_session(
+    log: EventLog, key: SessionKey, *, changed: Literal["adopt", "refuse"] = "adopt"
+) -> AgentSpec:
     """The spec a session was started from (its newest spec note), loaded again.
 
     A missing file, or a session with no note (started from Python), is a :class:`CliError`
-    that says how to adopt a spec: ``autonomous resume SESSION --spec PATH``.
+    that says how to adopt a spec: ``autonomous resume SESSION --spec PATH``. A file whose
+    identity is not the one the note recorded (it was edited, or this host has another copy)
+    is adopted (recorded as the session's spec from now on: ``resume``, an operator's choice),
+    or with ``changed="refuse"`` a :class:`CliError` saying so (a daemon: another worker
+    may have the recorded spec).
     """
     note = await _spec_note(log, key)
     if note is None:
@@ -163,8 +170,24 @@ async def spec_of_session(log: EventLog, key: SessionKey) -> AgentSpec:
             f"spec file {path} is missing: adopt it with autonomous resume {key} --spec NEW_PATH"
         )
     spec = load_spec_or_fail(path)
+    recorded = note.get("digest")
+    if isinstance(recorded, str) and recorded != spec.identity:
+        if changed == "adopt":
+            return await adopt_spec(log, key, path)
+        raise CliError(
+            f"spec file {path} differs from the one session {key} recorded "
+            f"({_short(recorded)}, here {_short(spec.identity)}): this worker leaves it; "
+            f"deploy the recorded spec here, or adopt this one with "
+            f"autonomous resume {key} --spec {path}"
+        )
     model = note.get("model")
     return attrs.evolve(spec, model=model) if isinstance(model, str) else spec
+
+
+def _short(identity: str) -> str:
+    """A spec identity as shown in a message: its kind and the first 12 hex digits."""
+    kind, _, digest = identity.partition(":")
+    return f"{kind}:{digest[:12]}" if digest else identity
 
 
 async def adopt_spec(log: EventLog, key: SessionKey, path: str) -> AgentSpec:
@@ -172,7 +195,7 @@ async def adopt_spec(log: EventLog, key: SessionKey, path: str) -> AgentSpec:
     and the daemon use it); the session's model override, if any, is kept.
 
     A spec that does not load or build is refused (a :class:`CliError`, exit 2) and nothing is
-    recorded; the same path as the recorded one records nothing new.
+    recorded; the same path and identity as the recorded ones record nothing new.
     """
     await require_session(log, key)
     spec = load_spec_or_fail(path)
@@ -183,7 +206,11 @@ async def adopt_spec(log: EventLog, key: SessionKey, path: str) -> AgentSpec:
         spec = attrs.evolve(spec, model=model)
     with cli_errors():  # its tools and model import now: a broken spec is never recorded
         spec.build_function(SessionRef(log, key.app, key.user, key.session_id))
-    if note is None or note["spec"] != str(spec.path.absolute()):
+    if (
+        note is None
+        or note["spec"] != str(spec.path.absolute())
+        or note.get("digest") != spec.identity
+    ):
         await record_spec(log, key, spec, model)
     return spec
 

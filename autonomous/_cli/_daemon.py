@@ -1,43 +1,66 @@
 """``autonomous daemon``: the orchestrator that resumes sessions when they are due.
 
-Every ``poll`` seconds of its clock it lists the log's due sessions (deferred, waking within the
-next poll) and, unless ``--deferred-only``, the interrupted ones (a checkpoint with no exit and no
-live holder: a process that crashed mid-run), and resumes each in its own task with
-``resume_autonomous``, from the spec file the session recorded. At most ``max_concurrent`` run
-at once: the others wait for a slot, earliest due first (a session that crashed mid-run counts
-as due when it last wrote), and the next poll comes early when a slot frees. Its state is all in
-the log, so it survives its own restart:
+A daemon is one member of a fleet: any number of them, on any hosts, may serve one log. Every
+``poll`` seconds of its clock (and at once when the store's ``watch`` says something changed,
+on PostgreSQL) it claims due sessions with the store's ``claim_due``: deferred ones waking
+within the next poll and, unless ``--deferred-only``, interrupted ones (a checkpoint with no
+exit and no live holder: a process that crashed mid-run), as many as it has free slots of
+``max_concurrent``, earliest due first, each with its lease taken in the same atomic step, so
+two daemons never run one session. Each claimed session is resumed in its own task on that
+lease (``resume_autonomous(..., lease=AdoptedLease(...))``), from the spec file the session
+recorded; one heartbeat renews every lease the daemon holds in one ``renew_leases`` call a
+third of ``lease_ttl`` apart, and a session whose lease was not renewed (another worker took
+it over after it expired) is stopped as ``lease_lost``, writing nothing more. Its state is all
+in the log, so it survives its own restart:
 
-- a session another process holds (a live lease) is never run here; losing the lease race is
-  ``SessionLocked``, and the session is simply left to its holder. A lease left behind by a
-  process of this host that has exited is taken over at once;
-- a session whose resume failed (a missing spec, a build error) is reported once and not tried
-  again until its latest checkpoint changes (``autonomous resume SESSION --spec PATH`` adopts a
-  moved spec);
+- a session another process holds (a live lease) is never claimed here; a lease left behind by
+  a process of this host that has exited, or one past its expiry, is taken over;
+- a session whose resume failed (a missing spec, a build error, a spec or schema this worker
+  cannot run) is reported once, its lease released at once for another worker, and not tried
+  here again until its latest checkpoint changes (``autonomous resume SESSION --spec PATH``
+  adopts a moved spec);
 - a session stopped on purpose is never due; a paused one (a pause request came while it
   slept) is reported ``paused`` and left alone until ``autonomous unpause``;
-- a run that returns runs the spec's ``on_exit`` hook (:mod:`._hooks`), a failing one reported;
-- on SIGINT or SIGTERM the daemon stops its runs (each writes its final checkpoint) and hands each
-  one back as due (a ``deferred`` checkpoint authored ``autonomous-daemon``), so the next daemon
-  picks it up where this one left it.
+- a run that returns has its lease released at once, then runs the spec's ``on_exit`` hook
+  (:mod:`._hooks`), a failing one reported;
+- on SIGINT or SIGTERM the daemon stops its runs (each writes its final checkpoint), hands each
+  one back as due (a ``deferred`` checkpoint authored ``autonomous-daemon``) and releases its
+  lease at once, so the next daemon picks it up where this one left it.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
-from datetime import UTC, datetime, timedelta
+from collections.abc import AsyncIterator
+from datetime import datetime, timedelta
 
 import anyio
 import attrs
+from anyio.abc import TaskGroup
 
-from eventlog import Checkpoint, Event, EventLog, SessionKey, SessionLocked, SessionRef
+from eventlog import (
+    SCHEMA_VERSION,
+    Checkpoint,
+    Claim,
+    Event,
+    EventLog,
+    EventLogError,
+    LeaseHolder,
+    LeaseLost,
+    SessionKey,
+    SessionRef,
+    UnknownSchemaVersion,
+)
 from eventlog import SessionSummary as Summary
 from scheduler import Clock, SystemClock
 
 from .._driver import resume_autonomous
+from .._durable import AdoptedLease, StoreWatch, store_watch
+from .._logging import get_logger
 from .._result import RunResult
-from ._common import CliError, holder_gone, open_log, prepare_litellm, spec_of_session
+from ._common import CliError, open_log, prepare_litellm, spec_of_session
 from ._durations import duration_arg
 from ._exits import for_signal
 from ._hooks import spec_hook
@@ -50,11 +73,26 @@ _AUTHOR = "autonomous-daemon"
 _HAND_BACK_TIMEOUT = 5.0
 #: How many sessions run at once unless ``--max-concurrent`` says otherwise.
 DEFAULT_MAX_CONCURRENT = 4
+#: The daemon's leases last this long (seconds) unless ``--lease-ttl`` says otherwise.
+DEFAULT_LEASE_TTL = 30.0
+_log = get_logger("autonomous")
+
+
+@contextlib.asynccontextmanager
+async def _watching(log: EventLog) -> AsyncIterator[StoreWatch | None]:
+    """The log's ``watch(None)`` (PostgreSQL) for the block; None for a store without one."""
+    subscribe = store_watch(log)
+    if subscribe is None:
+        yield None
+        return
+    async with subscribe(None) as notified:
+        yield notified
 
 
 class Daemon:
-    """Resumes due (and interrupted) sessions of one log, each once at a time, at most
-    ``max_concurrent`` together, until cancelled; it polls and reads "now" on ``clock``."""
+    """Claims and resumes due (and interrupted) sessions of one log, at most
+    ``max_concurrent`` together, until cancelled; it polls and reads "now" on ``clock``, and
+    holds each claimed session on a lease of ``lease_ttl`` seconds that it renews itself."""
 
     def __init__(
         self,
@@ -66,9 +104,12 @@ class Daemon:
         report: Report,
         clock: Clock | None = None,
         max_concurrent: int = DEFAULT_MAX_CONCURRENT,
+        lease_ttl: float = DEFAULT_LEASE_TTL,
     ) -> None:
         if max_concurrent < 1:
             raise ValueError(f"max_concurrent must be at least 1, got {max_concurrent}")
+        if not lease_ttl > 0:
+            raise ValueError(f"lease_ttl must be > 0 seconds, got {lease_ttl}")
         self._log = log
         self._poll = poll
         self._once = once
@@ -76,82 +117,132 @@ class Daemon:
         self._report = report
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._max = max_concurrent
-        self._active: set[SessionKey] = set()
+        self._ttl = lease_ttl
+        self._holder = LeaseHolder.this_process()
+        self._held: dict[SessionKey, AdoptedLease] = {}  # the running sessions, by key
+        self._holding = anyio.Event()  # set when a lease is held: the heartbeat starts
         self._failed: dict[SessionKey, int] = {}  # the checkpoint seq a resume failed on
         self._paused: set[SessionKey] = set()  # reported paused, not run until unpaused
+        self._ran: set[SessionKey] = set()  # with ``once``: what this pass ran already
         self._freed = anyio.Event()  # set when a run ends: a slot for a waiting session
 
     async def serve(self) -> None:
-        """Poll and resume until cancelled; with ``once``, what one pass found (in turn when
+        """Claim and resume until cancelled; with ``once``, what is due now (in turn when
         there are more than the slots), then wait for its runs."""
         self._report("daemon_started", poll=self._poll, once=self._once, max_concurrent=self._max)
-        async with anyio.create_task_group() as tg:
-            waiting = await self.candidates(self._clock.now())
-            while True:
-                self._freed = anyio.Event()  # before starting any: no end goes unseen
-                while waiting and len(self._active) < self._max:
-                    summary = waiting.pop(0)
-                    self._active.add(summary.key)
-                    tg.start_soon(self._resume, summary)
-                if self._once and not waiting:
-                    break
-                await self._pause()
-                if not self._once:  # a fresh look: what waited may be held or gone by now
-                    waiting = await self.candidates(self._clock.now())
+        async with _watching(self._log) as watch, anyio.create_task_group() as beat:
+            beat.start_soon(self._heartbeat, name="daemon leases")
+            async with anyio.create_task_group() as runs:
+                while True:
+                    self._freed = anyio.Event()  # before starting any: no end goes unseen
+                    more = await self._claim(runs)
+                    if self._once and not more:
+                        break
+                    await self._pause(watch)
+            beat.cancel_scope.cancel()
 
-    async def _pause(self) -> None:
-        """Until the next poll is due on the clock, or a run ends and frees a slot."""
+    async def _claim(self, runs: TaskGroup) -> bool:
+        """Claim up to the free slots' worth of due sessions and start them; whether more may
+        be due than were taken (every slot filled)."""
+        free = self._max - len(self._held)
+        if free <= 0:
+            return True
+        now = self._clock.now()
+        ahead = 0.0 if self._once else self._poll
+        skip = len(self._failed) + len(self._ran)  # claimed only to be let go again
+        claims = await self._log.claim_due(
+            now + timedelta(seconds=ahead),
+            self._holder,
+            self._ttl,
+            limit=free + skip,
+            interrupted=self._crashed,
+        )
+        for claim in claims:
+            key = claim.summary.key
+            if self._failed.get(key) == claim.summary.checkpoint_seq or key in self._ran:
+                await self._release(claim.lease.key, AdoptedLease(claim.lease))
+            elif len(self._held) < self._max:
+                self._start(runs, claim)
+            else:  # more came than the slots (the skipped ones were not among them)
+                await self._release(key, AdoptedLease(claim.lease))
+        if len(claims) < free + skip:  # every due session is taken: some may be paused
+            await self._report_paused(now + timedelta(seconds=ahead))
+            return False
+        return True
 
-        async def on_freed(scope: anyio.CancelScope) -> None:
-            """End the pause when a slot frees."""
-            await self._freed.wait()
+    def _start(self, runs: TaskGroup, claim: Claim) -> None:
+        """Hold a claimed session's lease and resume the session in a task of ``runs``."""
+        key = claim.summary.key
+        self._held[key] = AdoptedLease(claim.lease)
+        self._holding.set()
+        if self._once:
+            self._ran.add(key)
+        runs.start_soon(self._resume, claim.summary, self._held[key], name=f"resume {key}")
+
+    async def _pause(self, watch: StoreWatch | None) -> None:
+        """Until the next poll is due on the clock, a run ends and frees a slot, or the
+        store's watch (when it has one) says something changed."""
+
+        async def until(event: anyio.Event | StoreWatch, scope: anyio.CancelScope) -> None:
+            """End the pause when ``event`` comes."""
+            await event.wait()
             scope.cancel()
 
         async with anyio.create_task_group() as tg:
-            tg.start_soon(on_freed, tg.cancel_scope)
+            tg.start_soon(until, self._freed, tg.cancel_scope)
+            if watch is not None:
+                tg.start_soon(until, watch, tg.cancel_scope)
             await self._clock.sleep_until(self._clock.now() + timedelta(seconds=self._poll))
             tg.cancel_scope.cancel()
 
-    async def candidates(self, now: datetime) -> list[Summary]:
-        """Sessions to resume now, earliest due first: due (or waking within a poll) and
-        interrupted ones, neither held nor running here nor failed on their checkpoint."""
-        ahead = 0.0 if self._once else self._poll
-        found = list(await self._log.due_sessions(now + timedelta(seconds=ahead)))
-        if self._crashed:
-            found += [s for s in await self._log.sessions() if s.stop_reason is None]
-        chosen: dict[SessionKey, Summary] = {}
-        for s in found:
-            if (s.holder and not holder_gone(s.holder)) or s.key in self._active or s.key in chosen:
-                continue
-            if self._failed.get(s.key) == s.checkpoint_seq or self._left_paused(s):
-                continue
-            chosen[s.key] = s
-        return sorted(chosen.values(), key=_due)
+    async def _report_paused(self, now: datetime) -> None:
+        """Report each due session left alone because it is paused, once (until unpaused),
+        so an operator sees why it does not run."""
+        paused = {s.key for s in await self._log.due_sessions(now) if s.paused}
+        for key in sorted(paused - self._paused, key=str):
+            self._report("paused", session=str(key), hint="autonomous unpause SESSION")
+        self._paused = paused
 
-    def _left_paused(self, summary: Summary) -> bool:
-        """Whether a session is paused (a pause request came while it slept): it is left alone
-        until an unpause, and reported once, so an operator sees why it does not run."""
-        if not summary.paused:
-            self._paused.discard(summary.key)
-            return False
-        if summary.key not in self._paused:
-            self._paused.add(summary.key)
-            self._report("paused", session=str(summary.key), hint="autonomous unpause SESSION")
-        return True
+    async def _heartbeat(self) -> None:
+        """Renew every lease the daemon holds in one call, a third of ``lease_ttl`` apart,
+        while it holds any; a session left out of the renewal is told its lease is lost."""
+        every = timedelta(seconds=self._ttl / 3)
+        while True:
+            if not self._held:
+                self._holding = anyio.Event()
+                await self._holding.wait()
+            await self._clock.sleep_until(self._clock.now() + every)
+            held = dict(self._held)
+            if not held:
+                continue
+            try:
+                renewed = await self._log.renew_leases([a.lease for a in held.values()], self._ttl)
+            except EventLogError as exc:  # busy, say: the next beat tries again; expiry decides
+                _log.warning("lease_renewal_failed", error=type(exc).__name__)
+                continue
+            by_key = {lease.key: lease for lease in renewed}
+            for key, adopted in held.items():
+                if key in by_key:
+                    adopted.renewed(by_key[key])
+                elif self._held.get(key) is adopted:  # still running here: stop it, lost
+                    adopted.lose()
 
-    async def _resume(self, summary: Summary) -> None:
-        """Resume one session, report how it went, run its hook; a failure is reported, never
-        raised."""
+    async def _resume(self, summary: Summary, adopted: AdoptedLease) -> None:
+        """Resume one claimed session on its lease, report how it went, run its hook; a
+        failure is reported, never raised. The lease is released as soon as the run ends."""
         key = summary.key
         wake = summary.next_wake_at
         self._report("resuming", session=str(key), due=wake.isoformat() if wake else None)
         try:
-            spec, result = await self._run(summary)
-        except SessionLocked as exc:
-            self._report("skipped", session=str(key), holder=exc.holder)
+            try:
+                spec, result = await self._run(summary, adopted)
+            except anyio.get_cancelled_exc_class():
+                with anyio.CancelScope(shield=True), anyio.move_on_after(_HAND_BACK_TIMEOUT):
+                    await self._hand_back(summary, adopted)
+                raise
+            finally:
+                await self._release(key, adopted)  # at once: the hook may take a while
         except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True), anyio.move_on_after(_HAND_BACK_TIMEOUT):
-                await self._hand_back(summary)
             raise
         except Exception as exc:  # a bad session must not bring the daemon down
             self._failed[key] = summary.checkpoint_seq
@@ -160,8 +251,19 @@ class Daemon:
         else:
             await self._finished(key, spec, result)
         finally:
-            self._active.discard(key)
             self._freed.set()
+
+    async def _release(self, key: SessionKey, adopted: AdoptedLease) -> None:
+        """Stop holding a session: off the heartbeat, and its lease released (unless lost)."""
+        if self._held.get(key) is adopted:
+            del self._held[key]
+        if adopted.lost:
+            return
+        with anyio.CancelScope(shield=True), anyio.move_on_after(_HAND_BACK_TIMEOUT):
+            try:
+                await self._log.release_lease(adopted.lease)
+            except EventLogError as exc:  # it expires by itself
+                _log.warning("lease_release_failed", error=type(exc).__name__)
 
     async def _finished(self, key: SessionKey, spec: AgentSpec, result: RunResult) -> None:
         """Report a run that returned, and run the spec's on_exit hook for it."""
@@ -178,23 +280,32 @@ class Daemon:
         if failure is not None:
             self._report("hook_failed", session=str(key), error=failure)
 
-    async def _run(self, summary: Summary) -> tuple[AgentSpec, RunResult]:
-        """Load the session's spec and resume it with the spec's options."""
+    async def _run(self, summary: Summary, adopted: AdoptedLease) -> tuple[AgentSpec, RunResult]:
+        """Load the session's spec and resume it on the claimed lease, with the spec's options."""
         key = summary.key
         # as strict as `run`: a spec edited into errors (spec_of_session validates it), an ask
-        # gate (no terminal here) or an unpriced cost cap is a failure reported once, not a run
-        spec = await spec_of_session(self._log, key)
-        await prepare_litellm(spec)
-        options = spec.run_options()
-        refusals(spec, options, None)
-        ref = SessionRef(log=self._log, app=key.app, user=key.user, session_id=key.session_id)
-        build = spec.build_function(ref)
-        return spec, await resume_autonomous(build, ref, **options)
+        # gate (no terminal here) or an unpriced cost cap is a failure reported once, not a run;
+        # so is a spec that is not the session's (another worker may have it) and a session a
+        # newer schema wrote (a newer worker can run it)
+        try:
+            spec = await spec_of_session(self._log, key, changed="refuse")
+            await prepare_litellm(spec)
+            options = spec.run_options()
+            refusals(spec, options, None)
+            ref = SessionRef(log=self._log, app=key.app, user=key.user, session_id=key.session_id)
+            build = spec.build_function(ref)
+            return spec, await resume_autonomous(build, ref, lease=adopted, **options)
+        except UnknownSchemaVersion as exc:
+            raise CliError(
+                f"session {key} has events of a newer event schema than this worker reads "
+                f"(version {SCHEMA_VERSION}): {exc}; this worker leaves it to an upgraded one"
+            ) from exc
 
-    async def _hand_back(self, summary: Summary) -> None:
-        """After a shutdown stopped a run: make the session due again, where it stopped."""
+    async def _hand_back(self, summary: Summary, adopted: AdoptedLease) -> None:
+        """After a shutdown stopped a run: make the session due again, where it stopped
+        (written on the run's lease, so a session lost meanwhile is left to its new holder)."""
         latest = await self._log.latest_checkpoint(summary.key)
-        if latest is None or latest.seq == summary.checkpoint_seq:
+        if adopted.lost or latest is None or latest.seq == summary.checkpoint_seq:
             return  # nothing ran: the session is as due as it was
         cp = latest.payload
         if not isinstance(cp, Checkpoint) or cp.stop_reason not in (None, "context_cancelled"):
@@ -202,14 +313,10 @@ class Daemon:
         now = self._clock.now()
         wake = summary.next_wake_at if summary.next_wake_at and summary.next_wake_at > now else now
         handed = attrs.evolve(cp, stop_reason="deferred", next_wake_at=wake)
-        await self._log.append([Event.create(summary.key, handed, author=_AUTHOR)])
-        self._report("handed_back", session=str(summary.key), due=wake.isoformat())
-
-
-def _due(summary: Summary) -> datetime:
-    """When a session became due: its wake time, or (interrupted) when it last wrote."""
-    when = summary.next_wake_at or summary.updated_at
-    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+        with contextlib.suppress(LeaseLost):
+            event = Event.create(summary.key, handed, author=_AUTHOR)
+            await self._log.append([event], lease=adopted.lease)
+            self._report("handed_back", session=str(summary.key), due=wake.isoformat())
 
 
 def add_daemon_options(parser: argparse.ArgumentParser) -> None:
@@ -227,6 +334,15 @@ def add_daemon_options(parser: argparse.ArgumentParser) -> None:
         "--deferred-only",
         action="store_true",
         help="do not resume interrupted (crashed) sessions, only deferred ones",
+    )
+    parser.add_argument(
+        "--lease-ttl",
+        type=duration_arg,
+        default=DEFAULT_LEASE_TTL,
+        metavar="DURATION",
+        help="how long a claimed session's lease lasts unrenewed (renewed every third of it):"
+        " a daemon that dies loses its sessions to the others this long after"
+        f" (default {DEFAULT_LEASE_TTL:g}s)",
     )
     parser.add_argument(
         "--max-concurrent",
@@ -250,9 +366,10 @@ def _slots(text: str) -> int:
 
 async def cmd_daemon(args: argparse.Namespace) -> int:
     """Run the orchestrator until SIGINT/SIGTERM (or one pass with ``--once``)."""
-    if not args.poll > 0:
-        print("error: --poll must be > 0 seconds", file=sys.stderr)
-        return 2
+    for name in ("poll", "lease_ttl"):
+        if not getattr(args, name) > 0:
+            print(f"error: --{name.replace('_', '-')} must be > 0 seconds", file=sys.stderr)
+            return 2
     if args.json:  # one stream of JSON lines on stdout: the reports and every log
         json_lines_logging(args.verbose)
     report = reporter(args.json, utc=args.utc)
@@ -264,6 +381,7 @@ async def cmd_daemon(args: argparse.Namespace) -> int:
             crashed=not args.deferred_only,
             report=report,
             max_concurrent=args.max_concurrent,
+            lease_ttl=args.lease_ttl,
         )
         _, signum = await until_signal(daemon.serve)
     report("daemon_stopped", signal=signum)

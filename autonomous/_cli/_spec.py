@@ -50,6 +50,7 @@ runs. Without a ``[retry]`` table a spec retries transient errors with
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -139,6 +140,12 @@ class AgentSpec:
     def base_dir(self) -> Path:
         """The agent's own directory: the spec file's directory."""
         return self.path.parent
+
+    @property
+    def identity(self) -> str:
+        """The spec's identity: ``sha256:`` and the hex SHA-256 of the file's bytes as they
+        are now (recorded with a session, and in its checkpoints as ``agent_version``)."""
+        return "sha256:" + hashlib.sha256(self.path.read_bytes()).hexdigest()
 
     @property
     def scripted(self) -> bool:
@@ -236,6 +243,7 @@ class AgentSpec:
             options["pricing"] = self.pricing
         if self.retry is not None:
             options["retry_policy"] = self.retry
+        options["agent_version"] = self.identity
         return options
 
 

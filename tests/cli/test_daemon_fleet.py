@@ -1,0 +1,368 @@
+"""The daemon in-process as a fleet member, on a store that counts its lease calls and a
+FakeClock: claims, one batched heartbeat, releases, the store's watch, refusals."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import inspect
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+import attrs
+import pytest
+
+from autonomous import run_autonomous
+from autonomous._cli._common import SPEC_NOTE, record_spec
+from autonomous._cli._daemon import Daemon
+from autonomous._cli._spec_reader import load_spec
+from autonomous._remote import send_control, send_inject
+from eventlog import (
+    SCHEMA_VERSION,
+    Checkpoint,
+    Claim,
+    Event,
+    EventKind,
+    Lease,
+    LeaseHolder,
+    MemoryEventLog,
+    Note,
+    SessionKey,
+    SqliteEventLog,
+    StoreUnavailable,
+    UserMessage,
+)
+from scheduler import FakeClock
+
+from ..autonomous.test_keeper_watch import NOTIFYING, FakeWatch
+from .conftest import write_spec
+
+DEFERRING = '[scheduler]\nkind = "exit"\n'
+
+
+class FleetLog(MemoryEventLog):
+    """An in-memory log on the test's clock that counts the lease calls the daemon makes;
+    ``renew_fails`` makes every batched renewal fail (a store that is down for a while)."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(clock=clock.now)
+        self.calls: Counter[str] = Counter()
+        self.batches: list[int] = []  # the size of each renew_leases call
+        self.renew_fails = False
+
+    async def acquire_lease(self, key: SessionKey, holder: LeaseHolder, ttl: float) -> Lease:
+        """Count, then acquire."""
+        self.calls["acquire_lease"] += 1
+        return await super().acquire_lease(key, holder, ttl)
+
+    async def renew_lease(self, lease: Lease, ttl: float) -> Lease:
+        """Count, then renew one."""
+        self.calls["renew_lease"] += 1
+        return await super().renew_lease(lease, ttl)
+
+    async def renew_leases(self, leases: Sequence[Lease], ttl: float) -> list[Lease]:
+        """Record the batch, then renew it (or fail, with ``renew_fails``)."""
+        self.batches.append(len(leases))
+        if self.renew_fails:
+            raise StoreUnavailable("the test's store is down")
+        return await super().renew_leases(leases, ttl)
+
+    async def claim_due(
+        self,
+        now: datetime,
+        holder: LeaseHolder,
+        ttl: float,
+        *,
+        limit: int,
+        interrupted: bool = False,
+    ) -> list[Claim]:
+        """Count, then claim."""
+        self.calls["claim_due"] += 1
+        return await super().claim_due(now, holder, ttl, limit=limit, interrupted=interrupted)
+
+
+class WatchedFleetLog(FleetLog):
+    """A FleetLog with ``watch``: every inbox, control or checkpoint append wakes the watches."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(clock)
+        self.watches: list[tuple[SessionKey | None, FakeWatch]] = []
+
+    @contextlib.asynccontextmanager
+    async def watch(self, key: SessionKey | None = None) -> AsyncIterator[FakeWatch]:
+        """Watch one session (None: all of them) while the block is open."""
+        entry = (key, FakeWatch())
+        self.watches.append(entry)
+        try:
+            yield entry[1]
+        finally:
+            self.watches.remove(entry)
+
+    async def append(self, events: Sequence[Event], *, lease: Lease | None = None) -> list[int]:
+        """Append, then notify."""
+        seqs = await super().append(events, lease=lease)
+        for event in events:
+            for key, watch in self.watches:
+                if event.kind in NOTIFYING and key in (None, event.key):
+                    watch.notify()
+        return seqs
+
+
+async def until(condition: Callable[[], Awaitable[bool] | bool]) -> None:
+    """Wait (ten real seconds at most) until ``condition()`` holds; the runs and the daemon
+    go on between looks, the daemon's clock stands still."""
+    for _ in range(1000):
+        value = condition()
+        if await value if inspect.isawaitable(value) else value:
+            return
+        await anyio.sleep(0.01)
+    raise AssertionError("the condition never held")
+
+
+@attrs.define
+class Fleet:
+    """One in-process daemon on a FleetLog and a FakeClock, and what it reported."""
+
+    log: Any  # a FleetLog (a WatchedFleetLog), or a SqliteEventLog
+    clock: FakeClock
+    daemon: Daemon
+    reports: list[tuple[str, dict[str, Any]]]
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        """The fields of every ``name`` report so far."""
+        return [fields for event, fields in self.reports if event == name]
+
+    async def turns(self, session_id: str) -> list[int]:
+        """The turns of a session's user messages."""
+        key = SessionKey("tests", "tester", session_id)
+        return [
+            e.payload.turn
+            for e in await self.log.read(key, kinds=[EventKind.USER_MESSAGE])
+            if isinstance(e.payload, UserMessage)
+        ]
+
+
+async def deferred_fleet(
+    agent_dir: Path,
+    ids: Sequence[str],
+    *,
+    watched: bool = False,
+    poll: float = 10,
+    sqlite: Path | None = None,
+) -> Fleet:
+    """Sessions of the spec ``later`` (deferring, then looping until an inbox message), each
+    deferred once, and a daemon (not started) whose clock is past their wake times; on a
+    FleetLog, or on a SQLite file (the caller closes it)."""
+    spec = load_spec(write_spec(agent_dir, "later", "deferring_then_looping", extra=DEFERRING))
+    clock = FakeClock()
+    log: Any
+    if sqlite is not None:
+        log = SqliteEventLog(sqlite, clock=clock.now)
+    else:
+        log = (WatchedFleetLog if watched else FleetLog)(clock)
+    wake = clock.now()
+    for session_id in ids:
+        ref = spec.session_ref(log, session_id)
+        await record_spec(log, ref.key, spec, None)
+        result = await run_autonomous(spec.build_function(ref), spec.goal, **spec.run_options())
+        assert result.next_wake_at is not None
+        wake = max(wake, result.next_wake_at)
+    clock.advance((wake - clock.now()).total_seconds() + 1)
+    reports: list[tuple[str, dict[str, Any]]] = []
+    daemon = Daemon(
+        log,
+        poll=poll,
+        once=False,
+        crashed=False,
+        report=lambda event, **fields: reports.append((event, fields)),
+        clock=clock,
+        lease_ttl=30,
+    )
+    return Fleet(log, clock, daemon, reports)
+
+
+def key_of(session_id: str) -> SessionKey:
+    """The key of a session of the tests' spec."""
+    return SessionKey("tests", "tester", session_id)
+
+
+class TestDaemonClaims:
+    """The daemon as a fleet member: claims with leases, one batched heartbeat, release."""
+
+    @pytest.mark.anyio
+    async def test_runs_adopt_their_claims_and_one_call_renews_them_all(
+        self, in_process: Path
+    ) -> None:
+        """Two claimed sessions run on their claims (no acquire, no renewal of their own);
+        a third of the TTL later one renew_leases call renews both; each lease is released
+        when its run ends."""
+        fleet = await deferred_fleet(in_process, ["r1", "r2"])
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(fleet.daemon.serve)
+            await until(lambda: _async_len_at_least(fleet.turns("r1"), 3))
+            await until(lambda: _async_len_at_least(fleet.turns("r2"), 3))
+            assert [] == fleet.log.batches
+            fleet.clock.advance(10)  # a third of 30 s: the heartbeat
+            await until(lambda: fleet.log.batches == [2])
+            for sid in ("r1", "r2"):
+                await send_inject(fleet.log, key_of(sid), "finish now")
+            await until(lambda: len(fleet.events("finished")) == 2)
+            tg.cancel_scope.cancel()
+        assert {"completed"} == {f["reason"] for f in fleet.events("finished")}
+        assert (0, 0) == (fleet.log.calls["acquire_lease"], fleet.log.calls["renew_lease"])
+        assert [None, None] == [s.holder for s in await fleet.log.sessions()]
+
+    @pytest.mark.anyio
+    async def test_a_lease_the_renewal_leaves_out_stops_its_run_writing_nothing_more(
+        self, in_process: Path
+    ) -> None:
+        """The store is down past the lease's expiry, another worker takes the idle (paused)
+        session over; the next renewal leaves it out and the run stops as lease_lost, with
+        no event written after the takeover."""
+        fleet = await deferred_fleet(in_process, ["t1"])
+        key = key_of("t1")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(fleet.daemon.serve)
+            await until(lambda: _async_len_at_least(fleet.turns("t1"), 3))
+            await send_control(fleet.log, key, "pause")
+            await until(lambda: _latest_paused(fleet.log, key))
+            fleet.log.renew_fails = True
+            fleet.clock.advance(31)  # one renewal fails; the lease is past its expiry
+            await until(lambda: len(fleet.log.batches) == 1)
+            other = await fleet.log.acquire_lease(key, LeaseHolder.this_process(), 30)
+            written = len(await fleet.log.read(key))
+            fleet.log.renew_fails = False
+            fleet.clock.advance(10)
+            await until(lambda: bool(fleet.events("finished")))
+            tg.cancel_scope.cancel()
+        assert ["lease_lost"] == [f["reason"] for f in fleet.events("finished")]
+        assert written == len(await fleet.log.read(key)), "the run wrote after the takeover"
+        assert [str(other.holder)] == [s.holder for s in await fleet.log.sessions()]
+
+    @pytest.mark.anyio
+    async def test_a_shutdown_hands_back_and_releases_at_once(self, in_process: Path) -> None:
+        """Cancelled, the daemon hands its running session back as due and lets its lease
+        go: another worker may claim it at once, not after the lease's expiry."""
+        fleet = await deferred_fleet(in_process, ["h1"])
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(fleet.daemon.serve)
+            await until(lambda: _async_len_at_least(fleet.turns("h1"), 3))
+            tg.cancel_scope.cancel()
+        assert 1 == len(fleet.events("handed_back"))
+        (summary,) = await fleet.log.sessions()
+        assert (None, "deferred") == (summary.holder, summary.stop_reason)
+        claims = await fleet.log.claim_due(
+            fleet.clock.now(), LeaseHolder.this_process(), 30, limit=5
+        )
+        assert [key_of("h1")] == [c.summary.key for c in claims]
+
+
+class TestDaemonWatch:
+    """A store with ``watch``: the daemon's wait for due sessions ends on its notifications."""
+
+    @pytest.mark.anyio
+    async def test_an_unpause_reaches_a_daemon_between_polls(self, in_process: Path) -> None:
+        """A due session paused while the daemon waits an hour between polls is resumed as
+        soon as it is unpaused, the clock not moving."""
+        fleet = await deferred_fleet(in_process, ["w1"], watched=True, poll=3600)
+        key = key_of("w1")
+        await send_control(fleet.log, key, "pause")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(fleet.daemon.serve)
+            await until(lambda: bool(fleet.events("paused")))
+            await until(lambda: fleet.clock.sleepers == 1)  # the poll; nothing is held
+            await send_control(fleet.log, key, "resume")
+            await until(lambda: bool(fleet.events("resuming")))
+            await until(lambda: _async_len_at_least(fleet.turns("w1"), 3))
+            await send_inject(fleet.log, key, "finish now")
+            await until(lambda: bool(fleet.events("finished")))
+            tg.cancel_scope.cancel()
+        assert ["completed"] == [f["reason"] for f in fleet.events("finished")]
+
+
+async def _async_len_at_least(turns: Awaitable[list[int]], n: int) -> bool:
+    """Whether the awaited list has at least ``n`` items."""
+    return len(await turns) >= n
+
+
+async def _latest_paused(log: MemoryEventLog, key: SessionKey) -> bool:
+    """Whether the session's latest checkpoint says the run is parked by a pause."""
+    latest = await log.latest_checkpoint(key)
+    return latest is not None and isinstance(latest.payload, Checkpoint) and latest.payload.paused
+
+
+def spec_data(events: Sequence[Event]) -> list[dict[str, Any]]:
+    """The data of each spec note among ``events``."""
+    return [
+        dict(e.payload.data)
+        for e in events
+        if isinstance(e.payload, Note) and e.payload.text == SPEC_NOTE
+    ]
+
+
+class TestSpecIdentity:
+    """Checkpoints and the spec note record what ran; a worker that cannot run a session
+    (another spec, a newer schema) says so once and leaves it."""
+
+    @pytest.mark.anyio
+    async def test_the_note_and_every_checkpoint_record_the_spec_digest(
+        self, in_process: Path
+    ) -> None:
+        """The spec note holds the file's SHA-256, and each checkpoint of the run the same."""
+        fleet = await deferred_fleet(in_process, ["i1"])
+        digest = "sha256:" + hashlib.sha256((in_process / "later.toml").read_bytes()).hexdigest()
+        events = await fleet.log.read(key_of("i1"))
+        assert [digest] == [d["digest"] for d in spec_data(events)]
+        versions = {e.payload.agent_version for e in events if isinstance(e.payload, Checkpoint)}
+        assert {digest} == versions
+
+    @pytest.mark.anyio
+    async def test_a_worker_whose_spec_differs_refuses_once_and_leaves_it(
+        self, in_process: Path
+    ) -> None:
+        """The spec file here is not the one the session recorded: one failed report naming
+        the session and why, no turn, the lease released at once for another worker."""
+        fleet = await deferred_fleet(in_process, ["i2"])
+        spec = in_process / "later.toml"
+        spec.write_text(spec.read_text().replace("You are a test agent.", "You are another."))
+        before = len(await fleet.log.read(key_of("i2")))
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(fleet.daemon.serve)
+            await until(lambda: bool(fleet.events("failed")))
+            fleet.clock.advance(10)  # another poll: the failure is not reported again
+            await until(lambda: fleet.log.calls["claim_due"] >= 2)
+            tg.cancel_scope.cancel()
+        (failed,) = fleet.events("failed")
+        assert "tests/tester/i2" == failed["session"]
+        assert "differs" in failed["error"] and "--spec" in failed["error"], failed["error"]
+        assert before == len(await fleet.log.read(key_of("i2")))
+        assert [None] == [s.holder for s in await fleet.log.sessions()]
+
+    @pytest.mark.anyio
+    async def test_a_session_of_a_newer_schema_is_refused_once_and_left(
+        self, in_process: Path
+    ) -> None:
+        """An event written by a newer schema: one failed report naming the session and the
+        schema, nothing written, the lease let go."""
+        fleet = await deferred_fleet(in_process, ["i3"], sqlite=in_process / "runs.db")
+        key = key_of("i3")
+        async with fleet.log:
+            await self._refused_as_newer(fleet, key)
+
+    async def _refused_as_newer(self, fleet: Fleet, key: SessionKey) -> None:
+        newer = Event.create(key, Note("from the future", {}), author="v2 worker")
+        await fleet.log.append([attrs.evolve(newer, v=SCHEMA_VERSION + 1)])
+        before = await fleet.log.count(key)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(fleet.daemon.serve)
+            await until(lambda: bool(fleet.events("failed")))
+            tg.cancel_scope.cancel()
+        (failed,) = fleet.events("failed")
+        assert "tests/tester/i3" == failed["session"]
+        assert "newer event schema" in failed["error"], failed["error"]
+        assert before == await fleet.log.count(key)
+        assert [None] == [s.holder for s in await fleet.log.sessions()]
