@@ -141,18 +141,31 @@ def session_keys(count: int, prefix: str = "s") -> list[SessionKey]:
     return [SessionKey(APP, USER, f"{prefix}{i:05d}") for i in range(count)]
 
 
-def seed(db: str, template: Sequence[Event], wakes: Mapping[SessionKey, datetime]) -> None:
-    """Append a copy of ``template`` per session of ``wakes``, due at its wake time (batched)."""
+def seed(
+    db: str,
+    template: Sequence[Event],
+    wakes: Mapping[SessionKey, datetime],
+    *,
+    concurrency: int = 1,
+) -> None:
+    """Append a copy of ``template`` per session of ``wakes``, due at its wake time, in batches
+    of about a thousand events, ``concurrency`` appends at a time."""
+    per_batch = max(1000 // max(len(template), 1), 1)
+    keys = list(wakes)
+    batches = [keys[i : i + per_batch] for i in range(0, len(keys), per_batch)]
 
     async def write() -> None:
         async with open_store(db) as log:
-            batch: list[Event] = []
-            for key, wake in wakes.items():
-                batch += copy_session(template, key, wake)
-                if len(batch) >= 1000:
-                    await log.append(batch)
-                    batch = []
-            await log.append(batch)
+
+            async def appender(mine: list[list[SessionKey]]) -> None:
+                for batch in mine:
+                    await log.append(
+                        [e for k in batch for e in copy_session(template, k, wakes[k])]
+                    )
+
+            async with anyio.create_task_group() as tg:
+                for n in range(concurrency):
+                    tg.start_soon(appender, batches[n::concurrency])
 
     run_async(write)
 
