@@ -113,7 +113,12 @@ def main() -> None:
         agent = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-inject-")))
         db = args.db or stack.enter_context(fresh_schema())
         spec = write_agent(
-            agent, "sleeper", name="sleeper", control_poll=args.control_poll, scheduler="sleep"
+            agent,
+            "sleeper",
+            name="sleeper",
+            control_poll=args.control_poll,
+            scheduler="sleep",
+            max_turns=args.injects + 10,
         )
         command = [sys.executable, "-m", "autonomous", "run", str(spec), "--db", db]
         run = subprocess.Popen(

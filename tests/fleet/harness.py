@@ -41,7 +41,7 @@ instructions = "You are a test agent."
 tools = ["fleet_brains:gate"]
 
 [budgets]
-max_turns = 100
+max_turns = {max_turns}
 max_wallclock = 600
 
 [scheduler]
@@ -61,6 +61,7 @@ def write_agent(
     lease_ttl: float = 30,
     control_poll: float = 0.5,
     scheduler: str = "exit",
+    max_turns: int = 100,
 ) -> Path:
     """Put the brains module in ``directory`` and write ``<name>.toml`` for ``brain``."""
     (directory / BRAINS.name).write_text(BRAINS.read_text())
@@ -74,6 +75,7 @@ def write_agent(
             lease_ttl=lease_ttl,
             control_poll=control_poll,
             scheduler=scheduler,
+            max_turns=max_turns,
         )
     )
     return path
