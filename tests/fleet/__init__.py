@@ -1,0 +1,1 @@
+"""Fleet tests: several ``autonomous daemon`` processes over one log, each due wake run once."""
