@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from opentelemetry.metrics import Counter, Meter, MeterProvider
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
-__all__ = ["Telemetry"]
+__all__ = ["Telemetry", "trace_context"]
 
 _NAME = "autonomous"
 #: Handed out by every span helper of a disabled Telemetry: reusable, yields None.
@@ -207,6 +207,26 @@ class Telemetry:
         """One more run ended with ``reason``."""
         if self._counters is not None:
             self._counters.stops.add(1, {"reason": str(reason)})
+
+
+def trace_context() -> dict[str, str]:
+    """The current span's context as W3C trace-context headers, ``{}`` when there is none.
+
+    Used to put the trace context into an MCP request's ``_meta``, so that a traced MCP server
+    joins the run's trace. The headers come from :func:`opentelemetry.propagate.inject` (the
+    configured propagators, by default ``traceparent``, ``tracestate`` when the context has one,
+    and ``baggage`` when some is set); without ``opentelemetry-api`` installed, or when no span
+    is recording, the answer is ``{}``.
+    """
+    try:
+        from opentelemetry import propagate, trace
+    except ImportError:
+        return {}
+    if not trace.get_current_span().is_recording():
+        return {}
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return carrier
 
 
 def _mark_failed(span: Span, kind: str) -> None:
