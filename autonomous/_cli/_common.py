@@ -7,7 +7,7 @@ import json
 import os
 import re
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -147,7 +147,11 @@ async def _spec_note(log: EventLog, key: SessionKey) -> dict[str, Any] | None:
 
 
 async def spec_of_session(
-    log: EventLog, key: SessionKey, *, changed: Literal["adopt", "refuse"] = "adopt"
+    log: EventLog,
+    key: SessionKey,
+    *,
+    changed: Literal["adopt", "refuse"] = "adopt",
+    load: Callable[[str, str | None], AgentSpec] | None = None,
 ) -> AgentSpec:
     """The spec a session was started from (its newest spec note), loaded again.
 
@@ -156,7 +160,8 @@ async def spec_of_session(
     identity is not the one the note recorded (it was edited, or this host has another copy)
     is adopted (recorded as the session's spec from now on: ``resume``, an operator's choice),
     or with ``changed="refuse"`` a :class:`CliError` saying so (a daemon: another worker
-    may have the recorded spec).
+    may have the recorded spec). ``load`` loads the file, with the session's model override
+    (:func:`load_session_spec` unless given: a daemon's :class:`~._spec_cache.SpecCache`).
     """
     note = await _spec_note(log, key)
     if note is None:
@@ -169,7 +174,8 @@ async def spec_of_session(
         raise CliError(
             f"spec file {path} is missing: adopt it with autonomous resume {key} --spec NEW_PATH"
         )
-    spec = load_spec_or_fail(path)
+    model = note.get("model")
+    spec = (load or load_session_spec)(path, model if isinstance(model, str) else None)
     recorded = note.get("digest")
     if isinstance(recorded, str) and recorded != spec.identity:
         if changed == "adopt":
@@ -180,8 +186,7 @@ async def spec_of_session(
             f"deploy the recorded spec here, or adopt this one with "
             f"autonomous resume {key} --spec {path}"
         )
-    model = note.get("model")
-    return attrs.evolve(spec, model=model) if isinstance(model, str) else spec
+    return spec
 
 
 def _short(identity: str) -> str:
@@ -213,6 +218,13 @@ async def adopt_spec(log: EventLog, key: SessionKey, path: str) -> AgentSpec:
     ):
         await record_spec(log, key, spec, model)
     return spec
+
+
+def load_session_spec(path: str, model: str | None) -> AgentSpec:
+    """The spec at ``path`` (:func:`load_spec_or_fail`), with ``model`` in place of its own
+    model when given (a session's override)."""
+    spec = load_spec_or_fail(path)
+    return attrs.evolve(spec, model=model) if model is not None else spec
 
 
 def load_spec_or_fail(path: str | os.PathLike[str]) -> AgentSpec:

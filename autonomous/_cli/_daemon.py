@@ -8,10 +8,11 @@ exit and no live holder: a process that crashed mid-run), as many as it has free
 ``max_concurrent``, earliest due first, each with its lease taken in the same atomic step, so
 two daemons never run one session. Each claimed session is resumed in its own task on that
 lease (``resume_autonomous(..., lease=AdoptedLease(...))``), from the spec file the session
-recorded; one heartbeat renews every lease the daemon holds in one ``renew_leases`` call a
-third of ``lease_ttl`` apart, and a session whose lease was not renewed (another worker took
-it over after it expired) is stopped as ``lease_lost``, writing nothing more. Its state is all
-in the log, so it survives its own restart:
+recorded (read and checked each time, parsed and built once per version of the file); one
+heartbeat renews every lease the daemon holds in one ``renew_leases`` call a third of
+``lease_ttl`` apart, and a session whose lease was not renewed (another worker took it over
+after it expired) is stopped as ``lease_lost``, writing nothing more. Its state is all in the
+log, so it survives its own restart:
 
 - a session another process holds (a live lease) is never claimed here; a lease left behind by
   a process of this host that has exited, or one past its expiry, is taken over;
@@ -69,6 +70,7 @@ from ._jsonlines import Report, json_lines_logging, reporter
 from ._run import refusals, result_summary
 from ._signals import until_signal
 from ._spec import AgentSpec
+from ._spec_cache import SpecCache
 
 _AUTHOR = "autonomous-daemon"
 _HAND_BACK_TIMEOUT = 5.0
@@ -122,6 +124,7 @@ class Daemon:
         self._holder = LeaseHolder.this_process()
         self._held: dict[SessionKey, AdoptedLease] = {}  # the running sessions, by key
         self._holding = anyio.Event()  # set when a lease is held: the heartbeat starts
+        self._specs = SpecCache()  # each spec file parsed, validated and built once per version
         self._failed: dict[SessionKey, int] = {}  # the checkpoint seq a resume failed on
         self._paused: set[SessionKey] = set()  # reported paused, not run until unpaused
         self._ran: set[SessionKey] = set()  # with ``once``: what this pass ran already
@@ -305,12 +308,12 @@ class Daemon:
         # so is a spec that is not the session's (another worker may have it) and a session a
         # newer schema wrote (a newer worker can run it)
         try:
-            spec = await spec_of_session(self._log, key, changed="refuse")
+            spec = await spec_of_session(self._log, key, changed="refuse", load=self._specs.load)
             await prepare_litellm(spec)
             options = spec.run_options()
             refusals(spec, options, None)
             ref = SessionRef(log=self._log, app=key.app, user=key.user, session_id=key.session_id)
-            build = spec.build_function(ref)
+            build = self._specs.builder(spec)(ref)
             return spec, await resume_autonomous(build, ref, lease=adopted, **options)
         except UnknownSchemaVersion as exc:
             raise CliError(

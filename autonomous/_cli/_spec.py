@@ -76,6 +76,8 @@ RESERVED_OUTCOMES = frozenset(
     {r.value for r in StopReason} | {"error", "max_iterations", "budget_exceeded"}
 )
 Severity = Literal["error", "warning"]
+#: What :meth:`AgentSpec.build_function` gives: ``build(extra_tools, session_id=None) -> Agent``.
+SessionBuild = Callable[..., Agent]
 
 
 @attrs.frozen
@@ -189,31 +191,41 @@ class AgentSpec:
             kwargs["api_key"] = os.environ[env]
         return kwargs
 
-    def build_function(self, ref: SessionRef) -> Callable[..., Agent]:
+    def build_function(self, ref: SessionRef) -> SessionBuild:
         """``build(extra_tools, session_id=None) -> Agent`` for run_autonomous and
         resume_autonomous; tools and the model factory are imported now, so errors show early."""
+        return self.builder()(ref)
+
+    def builder(self) -> Callable[[SessionRef], SessionBuild]:
+        """:meth:`build_function` in two steps: the tools and the model factory imported now,
+        once, for the build functions of many sessions (a daemon's)."""
         tools = self.load_tools()
         make_model = self.model_factory()
-        completion = self.completion_kwargs()
 
-        def build(extra_tools: Sequence[Tool], session_id: str | None = None) -> Agent:
-            """An Agent for a run (``session_id`` set by resume_autonomous)."""
-            session = ref if session_id is None else attrs.evolve(ref, session_id=session_id)
-            return Agent(
-                make_model(),
-                instructions=self.instructions,
-                tools=[*tools, *extra_tools],
-                session=session,
-                name=self.name,
-                steering=self.steering,
-                steering_files=self.steering_files,
-                skills=self.skills,
-                skill_files=self.skill_files,
-                base_dir=self.base_dir,
-                **completion,
-            )
+        def for_session(ref: SessionRef) -> SessionBuild:
+            """The build function of the session ``ref``."""
+            completion = self.completion_kwargs()
 
-        return build
+            def build(extra_tools: Sequence[Tool], session_id: str | None = None) -> Agent:
+                """An Agent for a run (``session_id`` set by resume_autonomous)."""
+                session = ref if session_id is None else attrs.evolve(ref, session_id=session_id)
+                return Agent(
+                    make_model(),
+                    instructions=self.instructions,
+                    tools=[*tools, *extra_tools],
+                    session=session,
+                    name=self.name,
+                    steering=self.steering,
+                    steering_files=self.steering_files,
+                    skills=self.skills,
+                    skill_files=self.skill_files,
+                    base_dir=self.base_dir,
+                    **completion,
+                )
+
+            return build
+
+        return for_session
 
     def run_options(self, *, prompter: Prompter | None = None) -> dict[str, Any]:
         """The keyword options for the entry points (budgets, scheduler, outcomes, gate ...).

@@ -1,0 +1,77 @@
+"""The specs a daemon loads again and again: parsed, validated and built once per file version.
+
+A daemon resumes thousands of sessions of a few spec files. Each resume still reads the file
+and hashes its bytes (its identity, which the caller checks against the one the session
+recorded), but the parse, the validation and the import of its tools and model factory happen
+only for bytes not seen before: one entry per path, replaced when the file changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+
+import attrs
+
+from eventlog import SessionRef
+
+from ._common import load_session_spec
+from ._spec import AgentSpec, SessionBuild
+
+
+@attrs.define
+class _Loaded:
+    """A spec as loaded, and its builder once one was asked for."""
+
+    spec: AgentSpec
+    builder: Callable[[SessionRef], SessionBuild] | None = None
+
+
+@attrs.frozen
+class _Version:
+    """One version of a spec file: its identity, and what was loaded of it by model override."""
+
+    identity: str
+    by_model: dict[str | None, _Loaded] = attrs.field(factory=dict)
+
+
+class SpecCache:
+    """Specs by absolute path and the digest of the file's bytes (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._versions: dict[Path, _Version] = {}
+
+    def load(self, path: str, model: str | None) -> AgentSpec:
+        """The spec at ``path`` (with ``model`` in place of its own when given) as
+        :func:`~._common.load_session_spec` gives it, the same object while the file's bytes
+        are unchanged; a spec that does not load raises each time, and is not cached."""
+        where = Path(path).absolute()
+        identity = _identity(where)
+        version = self._versions.get(where)
+        if version is None or version.identity != identity:
+            version = _Version(identity)
+        if model in version.by_model:
+            return version.by_model[model].spec
+        spec = load_session_spec(path, model)
+        if _identity(where) == identity:  # the bytes validated are the bytes hashed
+            version.by_model[model] = _Loaded(spec)
+            self._versions[where] = version
+        return spec
+
+    def builder(self, spec: AgentSpec) -> Callable[[SessionRef], SessionBuild]:
+        """``spec.builder()`` (its tools and model factory imported), made once for a spec
+        this cache gave; made afresh for any other."""
+        version = self._versions.get(spec.path.absolute())
+        loaded = version.by_model.values() if version is not None else ()
+        found = next((entry for entry in loaded if entry.spec is spec), None)
+        if found is None:
+            return spec.builder()
+        if found.builder is None:
+            found.builder = spec.builder()
+        return found.builder
+
+
+def _identity(path: Path) -> str:
+    """:attr:`AgentSpec.identity` of the file at ``path`` as it is now."""
+    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
