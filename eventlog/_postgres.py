@@ -152,15 +152,19 @@ class PostgresEventLog:
                 checkpoint_of(event)  # fails before any session is added
         action = f"append to session {events[0].key}"
         sids = await self._db.sids_of({event.key for event in events}, action)
-        params = batches.append_params(events, sids, channel=self._db.channel, release=release)
+        simple, params = batches.append_params(
+            events, sids, channel=self._db.channel, release=release
+        )
         if lease is not None:
             params["token"], params["epoch"] = lease.holder.token, lease.epoch
-        row = await self._db.one(action, sql.APPEND, params)
-        seqs = row[0]
-        if seqs is None:  # the fence locked nothing: not our lease any more
+        if simple:  # the seqs are taken in batch order; RETURNING promises no order
+            seqs = sorted(row[0] for row in await self._db.all(action, sql.APPEND_EVENTS, params))
+        else:
+            seqs = (await self._db.one(action, sql.APPEND, params))[0] or []
+        if not seqs:  # the fence locked nothing: not our lease any more
             assert lease is not None  # an unfenced batch always locks its sessions' rows
             raise await self._lost(lease)
-        return list(seqs)
+        return seqs
 
     async def acquire_lease(self, key: SessionKey, holder: LeaseHolder, ttl: float) -> Lease:
         """Take the session's lease for ``ttl`` seconds or raise :class:`SessionLocked`.
