@@ -42,8 +42,10 @@ class PostgresEventLog:
     connections in autocommit mode: every write is one statement (one transaction, one trip
     to the server) or one short transaction. ``clock`` gives the current UTC time for leases:
     a lease's expiry is compared with the clock's now, never the server's. ``timeout`` is how
-    long an operation waits to connect (or for a free connection) before
-    :class:`~eventlog.StoreUnavailable`, which names the DSN with its password masked.
+    long an operation waits to connect, for a free connection, or for the server's
+    answer before :class:`~eventlog.StoreUnavailable`, which names the DSN with its password
+    masked (a caller cancelled while its statement runs is cancelled once it is answered, so
+    that the connection is kept).
 
     Besides the :class:`~eventlog.EventLog` methods it has :meth:`append_and_release`,
     :meth:`count`, :meth:`claim_due`, :meth:`renew_leases` and :meth:`watch` (notifications
