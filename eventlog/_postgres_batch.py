@@ -115,7 +115,7 @@ def _change_rows(
                 change.checkpoint + 1,  # the batch's ordinals count from 1
                 summary.turns,
                 repr(summary.cost_usd),  # text: JSON has no NaN nor infinity
-                summary.stop_reason,
+                None if summary.stop_reason is None else escape(summary.stop_reason),
                 None if wake is None else as_utc(wake).isoformat(),
                 as_utc(summary.updated_at).isoformat(),
                 summary.paused if change.paused is None else change.paused,

@@ -414,7 +414,7 @@ def summary_from_row(row: Sequence[Any]) -> SessionSummary:
         key=key_of(app, user, session_id),
         turns=turns,
         cost_usd=cost,
-        stop_reason=reason,
+        stop_reason=None if reason is None else unescape(reason),
         next_wake_at=None if wake is None else as_utc(wake),
         updated_at=as_utc(updated),
         checkpoint_seq=seq,

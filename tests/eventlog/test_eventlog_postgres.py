@@ -322,6 +322,12 @@ class TestText:
         assert [key] == [summary.key for summary in await log.sessions()]
         assert [] == await log.read(SessionKey("a", "\x10", "s"))
 
+    async def test_nul_in_a_stop_reason(self, log: PostgresEventLog) -> None:
+        """A checkpoint's stop reason with NUL and DLE characters comes back in the summary
+        (hypothesis found one refused)."""
+        await log.append([checkpoint(A, stop_reason="x\x00\x10y")])
+        assert ["x\x00\x10y"] == [summary.stop_reason for summary in await log.sessions()]
+
 
 class TestWideNumbers:
     """The summary's columns hold what a checkpoint may say (SQLite's integers are 64-bit)."""
