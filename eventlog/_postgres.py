@@ -42,8 +42,10 @@ class PostgresEventLog:
     connections in autocommit mode: every write is one statement (one transaction, one trip
     to the server) or one short transaction. ``clock`` gives the current UTC time for leases:
     a lease's expiry is compared with the clock's now, never the server's. ``timeout`` is how
-    long an operation waits to connect (or for a free connection) before
-    :class:`~eventlog.StoreUnavailable`, which names the DSN with its password masked.
+    long an operation waits to connect, for a free connection, or for the server's
+    answer before :class:`~eventlog.StoreUnavailable`, which names the DSN with its password
+    masked (a caller cancelled while its statement runs is cancelled once it is answered, so
+    that the connection is kept).
 
     Besides the :class:`~eventlog.EventLog` methods it has :meth:`append_and_release`,
     :meth:`count`, :meth:`claim_due`, :meth:`renew_leases` and :meth:`watch` (notifications
@@ -152,15 +154,19 @@ class PostgresEventLog:
                 checkpoint_of(event)  # fails before any session is added
         action = f"append to session {events[0].key}"
         sids = await self._db.sids_of({event.key for event in events}, action)
-        params = batches.append_params(events, sids, channel=self._db.channel, release=release)
+        simple, params = batches.append_params(
+            events, sids, channel=self._db.channel, release=release
+        )
         if lease is not None:
             params["token"], params["epoch"] = lease.holder.token, lease.epoch
-        row = await self._db.one(action, sql.APPEND, params)
-        seqs = row[0]
-        if seqs is None:  # the fence locked nothing: not our lease any more
+        if simple:  # the seqs are taken in batch order; RETURNING promises no order
+            seqs = sorted(row[0] for row in await self._db.all(action, sql.APPEND_EVENTS, params))
+        else:
+            seqs = (await self._db.one(action, sql.APPEND, params))[0] or []
+        if not seqs:  # the fence locked nothing: not our lease any more
             assert lease is not None  # an unfenced batch always locks its sessions' rows
             raise await self._lost(lease)
-        return list(seqs)
+        return seqs
 
     async def acquire_lease(self, key: SessionKey, holder: LeaseHolder, ttl: float) -> Lease:
         """Take the session's lease for ``ttl`` seconds or raise :class:`SessionLocked`.

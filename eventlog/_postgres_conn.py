@@ -164,15 +164,29 @@ class Database:
 
     @contextlib.asynccontextmanager
     async def connection(self, action: Action) -> AsyncIterator[Connection]:
-        """A pooled connection (autocommit); the server's errors become ours."""
+        """A pooled connection (autocommit); the server's errors become ours.
+
+        What the block sends is not cancelled midway: a caller cancelled meanwhile (a run's
+        watch or heartbeat when the run ends) is cancelled once the block is done, at most
+        ``timeout`` seconds later (then :class:`StoreUnavailable`). Cancelled mid-query,
+        psycopg would cancel the query on the server, and anyio, cancelling again while it
+        does, would make it close the connection: a new one to open for every such cancel.
+        """
         pool = self._pool
         if pool is None or self.closed:
             pool = await self.connect(action)
         try:
-            async with pool.connection() as conn:
-                yield conn
+            conn = await pool.getconn()
+            try:
+                with anyio.move_on_after(self.timeout, shield=True) as bounded:
+                    yield conn
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await pool.putconn(conn)
         except ERRORS as exc:
             raise self.unavailable(action, exc) from exc
+        if bounded.cancelled_caught:
+            raise self.unavailable(action, TimeoutError("no answer within the timeout"))
 
     async def all(self, action: Action, query: str, params: dict[str, Any]) -> list[Row]:
         """The rows of one statement (none for a statement without a result)."""

@@ -105,37 +105,62 @@ SELECT_SID = f"SELECT sid FROM eventlog_sessions WHERE {_KEY}"
 #: was locked by the reader gets a larger one.
 _LOG_SEQ = "coalesce(pg_sequence_last_value('eventlog_seq'), 0)"
 
-# One append, one statement: lock the batch's session rows (in sid order, so that two batches
-# never deadlock), fenced by the lease when there is one; only then take the seqs (one per
-# event, in batch order) and insert; update the summaries of the sessions the batch holds a
-# checkpoint or control request of; drop the lease (append_and_release); notify. A fence that
-# fails locks no row, so that nothing is inserted, updated or notified.
-APPEND = """
+# The columns of an event row of a batch's ``events`` (a JSON list of rows, each a list:
+# sid, id, kind, author, at, v, payload; see _postgres_batch), as a FROM item ``r``.
+_EVENT_ROWS = """
+json_array_elements(%(events)s::json) WITH ORDINALITY AS r (e, ord)
+"""
+_EVENT_VALUES = """
+(r.e->>0)::bigint AS sid, r.e->>1 AS id, r.e->>2 AS kind, r.e->>3 AS author,
+(r.e->>4)::timestamptz AS at, (r.e->>5)::integer AS v, r.e->>6 AS payload
+"""
+_FENCE = "(%(token)s::text IS NULL OR (holder_token = %(token)s AND epoch = %(epoch)s))"
+
+# The append of most model calls (an answer, its tool calls' results): events of one session
+# that change nothing on its row. One statement: lock the session row, fenced by the lease
+# when there is one; only then take the seqs (one per event, in batch order) and insert. A
+# fence that fails locks no row, so that nothing is inserted.
+APPEND_EVENTS = f"""
+WITH fence AS (
+    SELECT sid FROM eventlog_sessions WHERE sid = %(sid)s AND {_FENCE} FOR UPDATE
+)
+INSERT INTO eventlog_events (sid, seq, id, kind, author, at, v, payload)
+SELECT b.sid, nextval('eventlog_seq'), b.id, b.kind, b.author, b.at, b.v, b.payload
+FROM fence, (SELECT r.ord, {_EVENT_VALUES} FROM {_EVENT_ROWS}) AS b
+ORDER BY b.ord
+RETURNING seq
+"""
+
+# Any other append, one statement: lock the batch's session rows (in sid order, so that two
+# batches never deadlock), fenced by the lease when there is one; only then take the seqs
+# (one per event, in batch order) and insert; update the summaries of the sessions the batch
+# holds a checkpoint or control request of; drop the lease (append_and_release); notify. A
+# fence that fails locks no row, so that nothing is inserted, updated or notified.
+APPEND = f"""
 WITH locked AS (
     SELECT sid FROM eventlog_sessions
-    WHERE sid = ANY(%(sids)s::bigint[])
-        AND (%(token)s::text IS NULL OR (holder_token = %(token)s AND epoch = %(epoch)s))
+    WHERE sid = ANY(%(sids)s::bigint[]) AND {_FENCE}
     ORDER BY sid
     FOR UPDATE
 ), batch AS (
-    SELECT r.ord, r.sid, nextval('eventlog_seq') AS seq, r.id, r.kind, r.author, r.at, r.v,
-           r.payload
-    FROM unnest(%(e_sid)s::bigint[], %(e_id)s::text[], %(e_kind)s::text[], %(e_author)s::text[],
-                %(e_at)s::timestamptz[], %(e_v)s::integer[], %(e_payload)s::text[])
-        WITH ORDINALITY AS r (sid, id, kind, author, at, v, payload, ord)
-    WHERE (SELECT count(*) FROM locked) = cardinality(%(sids)s::bigint[])
+    SELECT b.ord, b.sid, nextval('eventlog_seq') AS seq, b.id, b.kind, b.author, b.at, b.v,
+           b.payload
+    FROM (SELECT r.ord, {_EVENT_VALUES} FROM {_EVENT_ROWS}) AS b
+    WHERE (SELECT count(*) FROM locked) = %(sessions)s
+    ORDER BY b.ord
 ), inserted AS (
     INSERT INTO eventlog_events (sid, seq, id, kind, author, at, v, payload)
     SELECT sid, seq, id, kind, author, at, v, payload FROM batch ORDER BY ord
-), changes AS (
+), changes AS MATERIALIZED (  -- once: the update reads ck_seq nine times
     SELECT u.*, (SELECT b.seq FROM batch AS b WHERE b.ord = u.ck_ord) AS ck_seq
-    FROM unnest(%(u_sid)s::bigint[], %(u_ck)s::bigint[], %(u_turns)s::bigint[],
-                %(u_cost)s::double precision[], %(u_reason)s::text[],
-                %(u_wake)s::timestamptz[], %(u_updated)s::timestamptz[],
-                %(u_paused)s::boolean[], %(u_stopped)s::boolean[], %(u_unpriced)s::boolean[],
-                %(u_release)s::boolean[])
-        AS u (sid, ck_ord, turns, cost_usd, stop_reason, next_wake_at, updated_at, paused,
-              stopped, unpriced, release)
+    FROM (
+        SELECT (c->>0)::bigint AS sid, (c->>1)::bigint AS ck_ord, (c->>2)::bigint AS turns,
+               (c->>3)::double precision AS cost_usd, c->>4 AS stop_reason,
+               (c->>5)::timestamptz AS next_wake_at, (c->>6)::timestamptz AS updated_at,
+               (c->>7)::boolean AS paused, (c->>8)::boolean AS stopped,
+               (c->>9)::boolean AS unpriced, (c->>10)::boolean AS release
+        FROM json_array_elements(%(changes)s::json) AS c
+    ) AS u
     WHERE EXISTS (SELECT 1 FROM batch)
 ), updated AS (
     UPDATE eventlog_sessions AS s SET
@@ -159,10 +184,10 @@ WITH locked AS (
         holder_token = CASE WHEN c.release THEN NULL ELSE s.holder_token END,
         holder_started = CASE WHEN c.release THEN NULL ELSE s.holder_started END,
         expires_at = CASE WHEN c.release THEN NULL ELSE s.expires_at END
-    FROM changes AS c
-    WHERE s.sid = c.sid
+    FROM changes AS c JOIN locked AS l ON l.sid = c.sid  -- the locked rows, by their index
+    WHERE s.sid = l.sid
 ), notified AS (
-    SELECT pg_notify(%(channel)s, n) FROM unnest(%(notify)s::text[]) AS n
+    SELECT pg_notify(%(channel)s, n) FROM json_array_elements_text(%(notify)s::json) AS n
     WHERE EXISTS (SELECT 1 FROM batch)
 )
 SELECT array_agg(seq ORDER BY ord), (SELECT count(*) FROM notified) FROM batch
@@ -389,7 +414,7 @@ def summary_from_row(row: Sequence[Any]) -> SessionSummary:
         key=key_of(app, user, session_id),
         turns=turns,
         cost_usd=cost,
-        stop_reason=reason,
+        stop_reason=None if reason is None else unescape(reason),
         next_wake_at=None if wake is None else as_utc(wake),
         updated_at=as_utc(updated),
         checkpoint_seq=seq,

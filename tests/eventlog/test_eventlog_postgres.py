@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import psycopg
 import pytest
 
@@ -129,6 +130,54 @@ class TestSeqOrder:
         seqs = await log.append([user(C), user(A), user(B), user(A)])
         assert sorted(seqs) == seqs
         assert [seqs[1], seqs[3]] == [event.seq for event in await log.read(A)]
+
+
+class TestCancellation:
+    """A caller cancelled while its statement is on the server."""
+
+    async def test_a_cancelled_append_finishes_and_keeps_its_connection(
+        self, pg_dsn: str, clock: FakeClock, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """An append cancelled while it waits for its session's row (as a run's watch or
+        heartbeat is when the run ends) finishes its statement rather than being cut off
+        mid-query; its pooled connection is not closed, and serves the next call."""
+        async with PostgresEventLog(pg_dsn, clock=clock, min_size=1, max_size=1) as log:
+            await log.append([user(A)])
+            ((backend,),) = await log._db.all("ask", "SELECT pg_backend_pid()", {})
+            async with await psycopg.AsyncConnection.connect(pg_dsn) as blocker:
+                await blocker.execute("SELECT sid FROM eventlog_sessions FOR UPDATE")
+                async with (
+                    await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as look,
+                    anyio.create_task_group() as tg,
+                ):
+                    scope = anyio.CancelScope()
+
+                    async def cancelled() -> None:
+                        with scope:
+                            await log.append([user(A, "cancelled")])
+
+                    tg.start_soon(cancelled)
+                    await wait_blocked_by(look, blocker.info.backend_pid)
+                    scope.cancel()
+                    for _ in range(10):  # anyio delivers the cancellation again and again
+                        await anyio.lowlevel.checkpoint()
+                    await blocker.commit()
+            assert 2 == await log.count(A)
+            assert [(backend,)] == await log._db.all("ask", "SELECT pg_backend_pid()", {})
+        assert "closing connection" not in caplog.text
+
+    async def test_a_statement_without_an_answer_within_the_timeout(
+        self, pg_dsn: str, clock: FakeClock
+    ) -> None:
+        """A statement the server does not answer within the log's timeout (here: it waits
+        for a row another transaction holds) fails with StoreUnavailable; the log goes on."""
+        async with PostgresEventLog(pg_dsn, clock=clock, timeout=0.2) as log:
+            await log.append([user(A)])
+            async with await psycopg.AsyncConnection.connect(pg_dsn) as blocker:
+                await blocker.execute("SELECT sid FROM eventlog_sessions FOR UPDATE")
+                with pytest.raises(StoreUnavailable, match="no answer within the timeout"):
+                    await log.append([user(A, "blocked")])
+            assert 1 == len(await log.append([user(B)]))
 
 
 class TestClaims:
@@ -272,6 +321,12 @@ class TestText:
         assert (event.author, event.id) == (back.author, back.id)
         assert [key] == [summary.key for summary in await log.sessions()]
         assert [] == await log.read(SessionKey("a", "\x10", "s"))
+
+    async def test_nul_in_a_stop_reason(self, log: PostgresEventLog) -> None:
+        """A checkpoint's stop reason with NUL and DLE characters comes back in the summary
+        (hypothesis found one refused)."""
+        await log.append([checkpoint(A, stop_reason="x\x00\x10y")])
+        assert ["x\x00\x10y"] == [summary.stop_reason for summary in await log.sessions()]
 
 
 class TestWideNumbers:
