@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
-import re
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -14,8 +12,11 @@ from psycopg import sql as psql
 
 from ._codec import decode_payload
 from ._events import Event, EventKind, SessionKey
+from ._postgres_text import escape, key_of, key_of_notice, key_params, notice, unescape
 from ._rules import as_utc
 from ._store import LeaseHolder, SessionSummary
+
+__all__ = ["escape", "key_of", "key_of_notice", "key_params", "notice", "unescape"]
 
 #: The version of the tables below, kept in ``eventlog_meta``; a newer schema is refused, never
 #: rewritten. An older one is migrated when opened, one version at a time (:data:`MIGRATIONS`).
@@ -321,52 +322,6 @@ WITH picked AS (
 )
 SELECT c.*, (SELECT count(*) FROM notified) FROM claimed AS c
 """
-
-# -- the NUL character ---------------------------------------------------------------------
-# PostgreSQL text cannot hold U+0000, which a session key or an author may. Such text is
-# stored with it escaped as DLE "0" (and DLE itself doubled); any other text is stored as is.
-_DLE = "\x10"
-_UNESCAPE = re.compile("\x10(.)", re.DOTALL)
-
-
-def escape(text: str) -> str:
-    """``text`` as a text column stores it (see above)."""
-    if "\x00" not in text and _DLE not in text:
-        return text
-    return text.replace(_DLE, _DLE + _DLE).replace("\x00", _DLE + "0")
-
-
-def unescape(text: str) -> str:
-    """The text :func:`escape` stored as ``text``."""
-    if _DLE not in text:
-        return text
-    return _UNESCAPE.sub(lambda m: "\x00" if m.group(1) == "0" else m.group(1), text)
-
-
-def key_params(key: SessionKey) -> dict[str, str]:
-    """The (app, user, session_id) parameters of a session."""
-    return {"app": escape(key.app), "user": escape(key.user), "session_id": escape(key.session_id)}
-
-
-def key_of(app: str, user: str, session_id: str) -> SessionKey:
-    """The session key of a row's three key columns."""
-    return SessionKey(unescape(app), unescape(user), unescape(session_id))
-
-
-def notice(key: SessionKey) -> str:
-    """A session's notification payload: its key columns as a JSON array (pg_notify payloads
-    are what a listener reads back through :func:`key_of_notice`)."""
-    return json.dumps([escape(key.app), escape(key.user), escape(key.session_id)])
-
-
-def key_of_notice(payload: str) -> SessionKey | None:
-    """The session a notification names (``None``: a payload this code did not write)."""
-    try:
-        app, user, session_id = json.loads(payload)
-        return key_of(str(app), str(user), str(session_id))
-    except (ValueError, TypeError):
-        return None
-
 
 #: What a listening connection sends now and then to find out that its server is gone.
 PROBE = "SELECT 1"
