@@ -172,6 +172,7 @@ class Link:
                 scope.deadline = math.inf
                 self.tools, self.fresh, self.stale = tools, True, False
                 self._client, self._lost, self._started = client, False, True
+                self._failure = ""
                 ready()
                 try:
                     self._asked = await self._asks.receive()

@@ -20,9 +20,12 @@ ROOT = Path(__file__).resolve().parents[2]
 TOOLBOX = ["-m", "tests.mcp_servers.toolbox"]
 
 
-def toolbox(tmp_path: Path, *, name: str | None = None) -> MCPServer:
-    """The toolbox server over stdio, counting its starts in ``tmp_path/starts``."""
+def toolbox(tmp_path: Path, *, name: str | None = None, once: bool = False) -> MCPServer:
+    """The toolbox server over stdio, counting its starts in ``tmp_path/starts`` (and, with
+    ``once``, refusing to start again)."""
     env = {"STARTS_FILE": str(tmp_path / "starts")}
+    if once:
+        env["START_ONCE"] = "1"
     return MCPServer.stdio(sys.executable, TOOLBOX, env=env, cwd=ROOT, name=name)
 
 

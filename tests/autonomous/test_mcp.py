@@ -5,12 +5,13 @@ change, the gate in PLAN mode, a server that cannot start, the trace context, re
 from __future__ import annotations
 
 import json
-import logging
 import subprocess
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
+import structlog
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -23,12 +24,14 @@ from autonomous import (
     function_tool,
     resume_autonomous,
     run_autonomous,
+    start_autonomous,
 )
 from autonomous.mcp import MCPServer, MCPServerError
 from autonomous.testing import ScriptedModel, call, calls, done, reply
 from eventlog import AssistantMessage, Event, EventKind, ToolCallRecord, ToolResult, UserMessage
 from permissions import Gate, Mode
 
+from ..support.litellm_http import wait_until
 from .helpers import memory_session
 from .mcp_support import Offered, agent, toolbox
 
@@ -91,6 +94,39 @@ class TestToolsInARun:
         assert died.startswith("interrupted: the MCP server toolbox went away during the call")
         assert "2" == starts
         assert ["interrupted", "ok"] == (await outcomes(ref))[:2]
+
+    async def test_a_server_that_will_not_start_again_is_tried_once_per_call(
+        self, tmp_path: Path
+    ) -> None:
+        """After the server died, each later call tries one restart; when that fails the
+        call is answered with an error naming the server, and the run goes on."""
+        model = Offered(
+            calls([("die", {}), ("echo", {"text": "a"}), ("echo", {"text": "b"})]), done()
+        )
+        build = agent(ScriptedModel(default=model), [toolbox(tmp_path, once=True)])
+        result = await run_autonomous(build, "die", max_turns=1)
+        died, first, second = model.results()[:3]
+        assert died.startswith("interrupted")
+        for answer in (first, second):
+            assert answer.startswith("error: ServerDown: the MCP server toolbox is not running")
+        assert StopReason.COMPLETED == result.reason
+
+    async def test_a_stop_during_a_call_ends_the_run_and_closes_the_server(
+        self, tmp_path: Path
+    ) -> None:
+        """Stopping the run while a call blocks cancels the call and closes the session
+        cleanly: the run ends context_cancelled, its call answered interrupted."""
+        ref = memory_session()
+        model = Offered(call("block"), done(), reply("ok"))
+        build = agent(ScriptedModel(default=model), [toolbox(tmp_path)], session=ref)
+        async with start_autonomous(build, "wait", max_turns=1) as handle:
+            await handle.ready()
+            await wait_until(lambda: bool(model.tools))
+            await anyio.sleep(0.2)  # the call is on its way to the server
+            await handle.stop()
+            result = await handle.wait()
+        assert StopReason.CONTEXT_CANCELLED == result.reason
+        assert ["interrupted"] == await outcomes(ref)
 
     async def test_a_list_change_is_seen_by_the_next_model_call(self, tmp_path: Path) -> None:
         """The server adds a tool during a call; the very next model call is offered it."""
@@ -170,15 +206,21 @@ class TestStart:
 
 class TestEdges:
     async def test_server_stderr_goes_to_the_debug_log_not_the_terminal(
-        self, tmp_path: Path, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+        self, tmp_path: Path, capfd: pytest.CaptureFixture[str]
     ) -> None:
-        """What the server writes on stderr is a debug event of autonomous.mcp."""
-        caplog.set_level(logging.DEBUG, logger="autonomous.mcp")
+        """What the server writes on stderr is a debug event of the library's log."""
         model = Offered(call("echo", {"text": "hi"}), done(), reply("ok"))
-        await run_autonomous(
-            agent(ScriptedModel(default=model), [toolbox(tmp_path)]), "echo", max_turns=1
+        with structlog.testing.capture_logs() as logs:
+            await run_autonomous(
+                agent(ScriptedModel(default=model), [toolbox(tmp_path)]), "echo", max_turns=1
+            )
+            await wait_until(lambda: any(e["event"] == "mcp_server_stderr" for e in logs))
+        lines = [e for e in logs if e["event"] == "mcp_server_stderr"]
+        assert ("debug", "toolbox", "echo called with 2 characters") == (
+            lines[0]["log_level"],
+            lines[0]["server"],
+            lines[0]["line"],
         )
-        assert any("echo called with 2 characters" in r.getMessage() for r in caplog.records)
         out, err = capfd.readouterr()
         assert "echo called" not in out + err
 

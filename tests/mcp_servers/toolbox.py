@@ -3,7 +3,8 @@
 Its tools: ``echo`` (read-only), ``write_note`` (destructive), ``fail`` (an error result),
 ``block`` (waits until cancelled), ``die`` (the process is killed during the call),
 ``add_tool`` (adds ``extra`` and says the list changed), ``meta`` (the request's ``_meta``
-as JSON) and ``starts`` (how many times this server has started, counted in ``STARTS_FILE``).
+as JSON) and ``starts`` (how many times this server has started, counted in ``STARTS_FILE``;
+with ``START_ONCE`` set it refuses to start a second time).
 """
 
 from __future__ import annotations
@@ -86,9 +87,14 @@ def starts() -> str:
 
 
 def _count_start() -> None:
+    """Count this start in STARTS_FILE; with START_ONCE set, refuse every start after the
+    first (exit 4)."""
     if _STARTS:
         path = Path(_STARTS)
         count = int(path.read_text()) if path.exists() else 0
+        if count and os.environ.get("START_ONCE"):
+            print("this server starts only once", file=sys.stderr, flush=True)
+            sys.exit(4)
         path.write_text(str(count + 1))
 
 
