@@ -28,7 +28,8 @@ Map (the core is flat here; its edges are the sub-packages at the end):
     _restore.py       rebuilding a run from its session's log (unfinished turns included)
     _session_state.py a session's state from outside a run: completed, stopped, the horizon
     _supervisor.py    supervisors: decisions, rules, the snapshot they see; _judge.py the LLM judge
-    _telemetry.py     OpenTelemetry spans and counters (optional)
+    _telemetry.py     OpenTelemetry GenAI spans, histograms and counters (optional); trace_context
+    _genai_content.py messages and tool content as the GenAI conventions shape them (opt-in)
     _steering.py      steering and skill files, scoped to the agent's directory
     _callers.py       permissions.Caller from the originator recorded with an inbox message
     _errors.py        the error tree (AutonomousError at the root)

@@ -45,12 +45,14 @@ from ._progress import (
 )
 from ._results import ToolOutcome
 from ._supervisor import RecentEvents, Spent
-from ._telemetry import Telemetry
+from ._telemetry import ChatSpan, Telemetry, provider_name
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterator
+    from collections.abc import AsyncIterator, Iterator, Sequence
 
     from opentelemetry.trace import Span
+
+    from ._model import Message, Model, ModelResponse, ToolCall
 
 __all__ = ["Observer"]
 
@@ -74,6 +76,8 @@ class Observer:
     recent: RecentEvents | None = None
     telemetry: Telemetry = attrs.field(factory=Telemetry.disabled)
     _info: bool = attrs.field(init=False)
+    #: The session key text, once the run span opened: ``gen_ai.conversation.id`` of its calls.
+    _conversation: str = attrs.field(init=False, default="")
 
     def __attrs_post_init__(self) -> None:
         self._info = _info_enabled(self.log)
@@ -124,9 +128,16 @@ class Observer:
 
     # ---- the run -----------------------------------------------------------------------
 
-    def run_span(self, session: str, agent: str) -> AbstractContextManager[Span | None]:
-        """The span of the whole run."""
-        return self.telemetry.run_span(session, agent)
+    def run_span(
+        self, session: str, agent: str, model: Model
+    ) -> AbstractContextManager[Span | None]:
+        """The span of the whole run of ``agent`` on ``model``, in session ``session`` (the
+        conversation its model and tool calls belong to)."""
+        self._conversation = session
+        telemetry = self.telemetry
+        if not telemetry.enabled:
+            return telemetry.run_span(session, agent)
+        return telemetry.run_span(session, agent, model=model.name, provider=provider_name(model))
 
     def run_started(self, max_turns: int) -> None:
         """The loop begins (logged only)."""
@@ -218,15 +229,28 @@ class Observer:
         if self.hub.active:
             await self.hub.emit(turn, ModelCalling(turn, model))
 
-    def model_span(self, turn: int, model: str) -> AbstractContextManager[Span | None]:
-        """The span of one model call; put its usage on it with :meth:`model_usage`."""
-        return self.telemetry.model_span(turn, model)
+    def model_span(
+        self, turn: int, model: Model, messages: Sequence[Message]
+    ) -> AbstractContextManager[ChatSpan | None]:
+        """The span of one call of ``model`` on ``messages``; put its answer on it with
+        :meth:`model_usage`."""
+        telemetry = self.telemetry
+        if not telemetry.enabled:
+            return telemetry.model_span(turn, model.name)
+        return telemetry.model_span(
+            turn,
+            model.name,
+            provider=provider_name(model),
+            conversation=self._conversation,
+            messages=messages,
+        )
 
-    def model_usage(self, span: Span | None, usage: Usage, cost_usd: float) -> None:
-        """A model call's tokens and cost: on its (open) span, and counted."""
+    def model_usage(self, span: ChatSpan | None, response: ModelResponse, cost_usd: float) -> None:
+        """A model call's answer, tokens and cost: on its (open) span, and counted."""
         telemetry = self.telemetry
         if telemetry.enabled:
-            telemetry.set_usage(span, usage.input_tokens, usage.output_tokens, cost_usd)
+            usage = response.usage
+            telemetry.set_response(span, response, cost_usd)
             telemetry.count_tokens(usage.input_tokens, usage.output_tokens)
             telemetry.count_cost(cost_usd)
 
@@ -256,15 +280,22 @@ class Observer:
         if self.hub.active:
             await self.hub.emit(turn, ToolCalling(turn, tool))
 
-    def tool_span(self, turn: int, tool: str) -> AbstractContextManager[Span | None]:
+    def tool_span(self, turn: int, call: ToolCall) -> AbstractContextManager[Span | None]:
         """The span of one tool call; put its outcome on it with :meth:`tool_outcome`."""
-        return self.telemetry.tool_span(turn, tool)
+        return self.telemetry.tool_span(
+            turn,
+            call.name,
+            call_id=call.id,
+            conversation=self._conversation,
+            arguments=call.arguments,
+        )
 
-    def tool_outcome(self, span: Span | None, tool: str, outcome: ToolOutcome) -> None:
-        """A tool call's outcome: on its (open) span, and counted."""
+    def tool_outcome(self, span: Span | None, tool: str, outcome: ToolOutcome, result: str) -> None:
+        """A tool call's outcome and ``result`` (the answer the model gets): on its (open)
+        span, and counted."""
         telemetry = self.telemetry
         if telemetry.enabled:
-            telemetry.set_tool_outcome(span, outcome)
+            telemetry.set_tool_outcome(span, outcome, result)
             telemetry.count_tool(tool, outcome)
 
     async def tool_called(self, turn: int, tool: str, outcome: ToolOutcome) -> None:

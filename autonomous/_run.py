@@ -115,7 +115,7 @@ class Run:
                     async with AsyncExitStack() as self._resources:
                         agent = await self._start()
                         if agent is not None:
-                            with self.observer.run_span(str(self.key), agent.name):
+                            with self.observer.run_span(str(self.key), agent.name, agent.model):
                                 await self._drive(agent)
                 except LeaseLost:  # an append the store refused: another holder has the session
                     self._fenced_out()

@@ -1,57 +1,127 @@
-"""OpenTelemetry spans and counters for runs, turns, model and tool calls; nothing without it.
+"""OpenTelemetry spans and metrics after the GenAI semantic conventions; nothing without it.
 
 ``Telemetry.create()`` imports ``opentelemetry`` (the optional ``otel`` extra) when it can and
 returns a no-op instance otherwise. The no-op path is one flag check per call and hands out a
 shared :func:`contextlib.nullcontext`; the run's :class:`~autonomous._observer.Observer` is the
 one caller inside the driver.
 
-Spans (nested by the current-span context): ``autonomous.run`` > ``autonomous.turn`` >
-``autonomous.model_call`` / ``autonomous.tool_call``. They carry names and numbers only, never a
-prompt, an argument, a result or an error message: a span that ends by an exception gets its
-type name as ``error.type`` and an ERROR status whose description is that type name.
+Spans (nested by the current-span context), named as the GenAI conventions say:
 
-Counters (meter ``autonomous``): ``autonomous.turns``, ``autonomous.tool_calls`` (``tool``,
-``outcome``), ``autonomous.tokens`` (``direction`` = input | output), ``autonomous.cost_usd``
-and ``autonomous.stops`` (``reason``).
+    invoke_agent {agent}     INTERNAL  gen_ai.operation.name, .provider.name, .agent.name,
+                                       .conversation.id (the session), .request.model
+      autonomous.turn        INTERNAL  autonomous.turn
+        chat {model}         CLIENT    gen_ai.operation.name, .provider.name, .request.model,
+                                       .response.model, .conversation.id, .usage.input_tokens,
+                                       .usage.output_tokens; autonomous.turn, autonomous.cost_usd
+        execute_tool {tool}  INTERNAL  gen_ai.operation.name, .tool.name, .tool.call.id,
+                                       .tool.type, .conversation.id; autonomous.turn,
+                                       autonomous.tool_outcome
+
+They carry names and numbers only, never a prompt, an argument, a result or an error message,
+unless content capture is on (``capture_content=True``, or the conventions' variable
+``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``): then a chat span also has
+``gen_ai.system_instructions``, ``gen_ai.input.messages`` and ``gen_ai.output.messages``, and a
+tool span ``gen_ai.tool.call.arguments`` and ``gen_ai.tool.call.result``
+(:mod:`autonomous._genai_content` shapes them). A span that ends by an exception gets its type
+name as ``error.type`` and an ERROR status whose description is that type name; a tool call
+that ended in ``error`` or ``timeout`` gets that outcome as its ``error.type``.
+
+Metrics (meter ``autonomous``): the conventions' histograms ``gen_ai.client.token.usage``
+(``{token}``, by ``gen_ai.token.type``) and ``gen_ai.client.operation.duration`` (``s``, with
+``error.type`` for a failed call), one measurement per model call with the advised buckets; and
+our counters ``autonomous.turns``, ``autonomous.tool_calls`` (``tool``, ``outcome``),
+``autonomous.tokens`` (``direction`` = input | output), ``autonomous.cost_usd`` and
+``autonomous.stops`` (``reason``).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import os
+import time
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
-if TYPE_CHECKING:
-    from opentelemetry.metrics import Counter, Meter, MeterProvider
-    from opentelemetry.trace import Span, Tracer, TracerProvider
+from . import _genai_content as content
 
-__all__ = ["Telemetry", "trace_context"]
+if TYPE_CHECKING:
+    from opentelemetry.metrics import Counter, Histogram, Meter, MeterProvider
+    from opentelemetry.trace import Span, SpanKind, Tracer, TracerProvider
+
+    from ._model import Message, Model, ModelResponse
+
+__all__ = ["CONTENT_VARIABLE", "ChatSpan", "Telemetry", "provider_name", "trace_context"]
 
 _NAME = "autonomous"
+#: The conventions' switch for content capture (``true`` turns it on).
+CONTENT_VARIABLE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+#: Values of :data:`CONTENT_VARIABLE` that put content on spans (case-insensitive); the last
+#: two are opentelemetry-python-contrib's newer spellings.
+_CAPTURE_VALUES = frozenset({"true", "span_only", "span_and_event"})
 #: Handed out by every span helper of a disabled Telemetry: reusable, yields None.
 _NO_SPAN: AbstractContextManager[None] = contextlib.nullcontext()
 #: Tool outcomes that mark a tool span as failed.
 _FAILED_TOOL_OUTCOMES = frozenset({"error", "timeout"})
 _INPUT = {"direction": "input"}
 _OUTPUT = {"direction": "output"}
+#: ``gen_ai.provider.name`` for a model without a provider prefix the conventions know.
+OTHER_PROVIDER = "_OTHER"
+#: litellm provider prefixes whose ``gen_ai.provider.name`` is spelled otherwise; any other
+#: prefix is its own name (the conventions ask for a custom friendly name then).
+_PROVIDERS = {
+    "azure": "azure.ai.openai",
+    "azure_ai": "azure.ai.inference",
+    "bedrock": "aws.bedrock",
+    "bedrock_converse": "aws.bedrock",
+    "gemini": "gcp.gemini",
+    "mistral": "mistral_ai",
+    "vertex_ai": "gcp.vertex_ai",
+    "vertex_ai_beta": "gcp.vertex_ai",
+    "watsonx": "ibm.watsonx.ai",
+    "xai": "x_ai",
+}
+#: The conventions' advised bucket boundaries (ExplicitBucketBoundaries).
+_TOKEN_BUCKETS = [4**n for n in range(14)]
+_DURATION_BUCKETS = [0.01 * 2**n for n in range(14)]
+
+
+def provider_name(model: Model) -> str:
+    """``gen_ai.provider.name`` for ``model``: its own ``provider`` attribute when it has one
+    (:class:`~autonomous.testing.ScriptedModel`: ``scripted``), else the provider prefix of its
+    litellm model string in the conventions' spelling (``openai/gpt-4o-mini``: ``openai``,
+    ``bedrock/...``: ``aws.bedrock``), else ``_OTHER``."""
+    provider = getattr(model, "provider", None)
+    if isinstance(provider, str) and provider:
+        return provider
+    prefix, slash, _ = model.name.partition("/")
+    if not (slash and prefix):
+        return OTHER_PROVIDER
+    return _PROVIDERS.get(prefix, prefix)
+
+
+def capture_from_environment() -> bool:
+    """Whether :data:`CONTENT_VARIABLE` turns content capture on."""
+    return os.environ.get(CONTENT_VARIABLE, "").strip().lower() in _CAPTURE_VALUES
 
 
 @attrs.frozen
-class _Counters:
-    """The five counters of an enabled Telemetry."""
+class _Instruments:
+    """The counters and histograms of an enabled Telemetry."""
 
     turns: Counter
     tool_calls: Counter
     tokens: Counter
     cost: Counter
     stops: Counter
+    token_usage: Histogram
+    duration: Histogram
 
     @classmethod
-    def create(cls, meter: Meter) -> _Counters:
-        """The counters, made on ``meter``."""
+    def create(cls, meter: Meter) -> _Instruments:
+        """The instruments, made on ``meter``."""
         counter = meter.create_counter
         return cls(
             turns=counter("autonomous.turns", unit="{turn}", description="Turns executed"),
@@ -65,46 +135,100 @@ class _Counters:
             ),
             cost=counter("autonomous.cost_usd", unit="USD", description="Model cost in USD"),
             stops=counter("autonomous.stops", unit="{run}", description="Runs ended, by reason"),
+            token_usage=_histogram(
+                meter,
+                "gen_ai.client.token.usage",
+                "{token}",
+                "Number of input and output tokens used",
+                _TOKEN_BUCKETS,
+            ),
+            duration=_histogram(
+                meter,
+                "gen_ai.client.operation.duration",
+                "s",
+                "GenAI operation duration",
+                _DURATION_BUCKETS,
+            ),
         )
+
+
+def _histogram(
+    meter: Meter, name: str, unit: str, description: str, buckets: Sequence[float]
+) -> Histogram:
+    """A histogram with the advised bucket boundaries (when the API takes the advice)."""
+    try:
+        return meter.create_histogram(
+            name, unit=unit, description=description, explicit_bucket_boundaries_advisory=buckets
+        )
+    except TypeError:  # opentelemetry-api before 1.23: no advisory parameter
+        return meter.create_histogram(name, unit=unit, description=description)
+
+
+@attrs.define(eq=False)
+class ChatSpan:
+    """An open model-call span and the attributes its measurements are recorded with."""
+
+    #: The ``chat {model}`` span.
+    span: Span
+    #: ``gen_ai.operation.name``, ``.provider.name``, ``.request.model`` and, once the answer
+    #: names it, ``.response.model``.
+    metric_attributes: dict[str, str]
 
 
 @attrs.define(eq=False)
 class Telemetry:
     """The run's OpenTelemetry instruments, or nothing when ``enabled`` is False.
 
-    Build one with :meth:`create` (or :meth:`disabled`); ``Telemetry(tracer, meter)`` is
-    enabled when both are given. Span helpers are context managers that yield the span
-    (``None`` when disabled); pass it to :meth:`set_usage` or :meth:`set_tool_outcome`, which
-    accept ``None`` and then do nothing.
+    Build one with :meth:`create` (or :meth:`disabled`) and pass it as a run's ``telemetry``
+    option; ``Telemetry(tracer, meter)`` is enabled when both are given. Span helpers are
+    context managers that yield the span (``None`` when disabled); pass it to
+    :meth:`set_response` or :meth:`set_tool_outcome`, which accept ``None`` and then do
+    nothing. ``capture_content`` puts message and tool content on the spans (off by default).
     """
 
     _tracer: Tracer | None = None
     _meter: Meter | None = attrs.field(default=None, repr=False)
-    #: Whether spans and counters are recorded.
+    #: Whether prompts, answers, tool arguments and results go on the spans.
+    capture_content: bool = False
+    #: Whether spans and metrics are recorded.
     enabled: bool = attrs.field(init=False)
-    _counters: _Counters | None = attrs.field(init=False, repr=False)
+    _instruments: _Instruments | None = attrs.field(init=False, repr=False)
+    _kinds: tuple[SpanKind, SpanKind] | None = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         if self._tracer is not None and self._meter is not None:
-            self.enabled, self._counters = True, _Counters.create(self._meter)
+            from opentelemetry.trace import SpanKind
+
+            self.enabled, self._instruments = True, _Instruments.create(self._meter)
+            self._kinds = (SpanKind.INTERNAL, SpanKind.CLIENT)
         else:
-            self.enabled, self._counters = False, None
+            self.enabled, self._instruments, self._kinds = False, None, None
 
     @classmethod
     def create(
         cls,
         tracer_provider: TracerProvider | None = None,
         meter_provider: MeterProvider | None = None,
+        *,
+        capture_content: bool | None = None,
     ) -> Telemetry:
         """Instruments from the given providers (default: the global ones), or a no-op
-        instance when ``opentelemetry-api`` is not installed."""
+        instance when ``opentelemetry-api`` is not installed.
+
+        ``capture_content`` puts message and tool content on the spans; ``None`` (the
+        default) reads :data:`CONTENT_VARIABLE` (``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE
+        _CONTENT=true`` turns it on), once, here.
+        """
         try:
             from opentelemetry import metrics, trace
         except ImportError:
             return cls.disabled()
+        if capture_content is None:
+            capture_content = capture_from_environment()
         return cls(
             trace.get_tracer(_NAME, tracer_provider=tracer_provider),
             metrics.get_meter(_NAME, meter_provider=meter_provider),
+            capture_content=capture_content,
         )
 
     @classmethod
@@ -114,13 +238,19 @@ class Telemetry:
 
     # ----------------------------------------------------------------------- spans
 
-    def run_span(self, session: str, agent: str) -> AbstractContextManager[Span | None]:
-        """The span of a whole run (``autonomous.session``, ``autonomous.agent``)."""
+    def run_span(
+        self, session: str, agent: str, *, model: str = "", provider: str = ""
+    ) -> AbstractContextManager[Span | None]:
+        """The ``invoke_agent {agent}`` span of a whole run of session ``session``."""
         if not self.enabled:
             return _NO_SPAN
-        return self._span(
-            "autonomous.run", {"autonomous.session": session, "autonomous.agent": agent}
-        )
+        attributes = {"gen_ai.operation.name": "invoke_agent"}
+        if provider:
+            attributes["gen_ai.provider.name"] = provider
+        attributes |= {"gen_ai.agent.name": agent, "gen_ai.conversation.id": session}
+        if model:
+            attributes["gen_ai.request.model"] = model
+        return self._span(f"invoke_agent {agent}", attributes)
 
     def turn_span(self, turn: int) -> AbstractContextManager[Span | None]:
         """The span of one turn (``autonomous.turn``)."""
@@ -128,49 +258,100 @@ class Telemetry:
             return _NO_SPAN
         return self._span("autonomous.turn", {"autonomous.turn": turn})
 
-    def model_span(self, turn: int, model: str) -> AbstractContextManager[Span | None]:
-        """The span of one model call; add its usage with :meth:`set_usage`."""
+    def model_span(
+        self,
+        turn: int,
+        model: str,
+        *,
+        provider: str = OTHER_PROVIDER,
+        conversation: str = "",
+        messages: Sequence[Message] = (),
+    ) -> AbstractContextManager[ChatSpan | None]:
+        """The ``chat {model}`` span of one model call on ``messages``, timed for
+        ``gen_ai.client.operation.duration``; add its answer with :meth:`set_response`."""
         if not self.enabled:
             return _NO_SPAN
-        attributes = {
-            "autonomous.turn": turn,
-            "autonomous.model": model,
+        metric = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": provider,
             "gen_ai.request.model": model,
         }
-        return self._span("autonomous.model_call", attributes)
+        attributes: dict[str, Any] = dict(metric)
+        if conversation:
+            attributes["gen_ai.conversation.id"] = conversation
+        attributes["autonomous.turn"] = turn
+        if self.capture_content:
+            system = content.system_instructions(messages)
+            if system is not None:
+                attributes["gen_ai.system_instructions"] = system
+            attributes["gen_ai.input.messages"] = content.input_messages(messages)
+        return self._chat(f"chat {model}", attributes, metric)
 
-    def tool_span(self, turn: int, tool: str) -> AbstractContextManager[Span | None]:
-        """The span of one tool call; add its outcome with :meth:`set_tool_outcome`."""
+    def set_response(self, chat: ChatSpan | None, response: ModelResponse, cost_usd: float) -> None:
+        """Put a model call's answer (response model, usage, cost; the answer itself when
+        capturing content) on its span, and record its tokens."""
+        if chat is None or self._instruments is None:
+            return
+        span, metric = chat.span, chat.metric_attributes
+        if response.model:
+            metric["gen_ai.response.model"] = response.model
+            span.set_attribute("gen_ai.response.model", response.model)
+        usage = response.usage
+        span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
+        span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
+        span.set_attribute("autonomous.cost_usd", cost_usd)
+        if self.capture_content:
+            span.set_attribute("gen_ai.output.messages", content.output_messages(response))
+        record = self._instruments.token_usage.record
+        record(usage.input_tokens, {**metric, "gen_ai.token.type": "input"})
+        record(usage.output_tokens, {**metric, "gen_ai.token.type": "output"})
+
+    def tool_span(
+        self,
+        turn: int,
+        tool: str,
+        *,
+        call_id: str = "",
+        conversation: str = "",
+        arguments: str | None = None,
+    ) -> AbstractContextManager[Span | None]:
+        """The ``execute_tool {tool}`` span of one tool call (``arguments``, its JSON text, go
+        on it only when capturing content); add its outcome with :meth:`set_tool_outcome`."""
         if not self.enabled:
             return _NO_SPAN
-        return self._span(
-            "autonomous.tool_call", {"autonomous.turn": turn, "autonomous.tool": tool}
-        )
+        attributes: dict[str, Any] = {"gen_ai.operation.name": "execute_tool"}
+        attributes["gen_ai.tool.name"] = tool
+        if call_id:
+            attributes["gen_ai.tool.call.id"] = call_id
+        attributes["gen_ai.tool.type"] = "function"
+        if conversation:
+            attributes["gen_ai.conversation.id"] = conversation
+        attributes["autonomous.turn"] = turn
+        if self.capture_content and arguments is not None:
+            attributes["gen_ai.tool.call.arguments"] = arguments
+        return self._span(f"execute_tool {tool}", attributes)
 
-    def set_usage(
-        self, span: Span | None, input_tokens: int, output_tokens: int, cost_usd: float
-    ) -> None:
-        """Put a model call's token counts and cost on its span."""
-        if span is None:
-            return
-        span.set_attribute("gen_ai.usage.input_tokens", input_tokens)
-        span.set_attribute("gen_ai.usage.output_tokens", output_tokens)
-        span.set_attribute("autonomous.cost_usd", cost_usd)
-
-    def set_tool_outcome(self, span: Span | None, outcome: str) -> None:
-        """Put a tool call's outcome on its span; ``error`` and ``timeout`` mark it failed."""
+    def set_tool_outcome(self, span: Span | None, outcome: str, result: str | None = None) -> None:
+        """Put a tool call's outcome on its span (and ``result``, the answer the model gets,
+        when capturing content); ``error`` and ``timeout`` mark it failed."""
         if span is None:
             return
         span.set_attribute("autonomous.tool_outcome", outcome)
+        if self.capture_content and result is not None:
+            span.set_attribute("gen_ai.tool.call.result", result)
         if outcome in _FAILED_TOOL_OUTCOMES:
             _mark_failed(span, outcome)
 
     @contextlib.contextmanager
-    def _span(self, name: str, attributes: dict[str, Any]) -> Iterator[Span]:
+    def _span(self, name: str, attributes: dict[str, Any], client: bool = False) -> Iterator[Span]:
         """A current span that records an exception by its type name only."""
-        assert self._tracer is not None
+        assert self._tracer is not None and self._kinds is not None
         with self._tracer.start_as_current_span(
-            name, attributes=attributes, record_exception=False, set_status_on_exception=False
+            name,
+            kind=self._kinds[client],
+            attributes=attributes,
+            record_exception=False,
+            set_status_on_exception=False,
         ) as span:
             try:
                 yield span
@@ -178,35 +359,53 @@ class Telemetry:
                 _mark_failed(span, type(exc).__name__)
                 raise
 
+    @contextlib.contextmanager
+    def _chat(
+        self, name: str, attributes: dict[str, Any], metric: dict[str, str]
+    ) -> Iterator[ChatSpan]:
+        """A CLIENT span whose duration is recorded when it ends (with ``error.type`` when it
+        ends by an exception; not at all when cancelled)."""
+        assert self._instruments is not None
+        duration, started = self._instruments.duration, time.perf_counter()
+        with self._span(name, attributes, client=True) as span:
+            chat = ChatSpan(span, metric)
+            try:
+                yield chat
+            except Exception as exc:
+                failed = {**metric, "error.type": type(exc).__name__}
+                duration.record(time.perf_counter() - started, failed)
+                raise
+            duration.record(time.perf_counter() - started, metric)
+
     # ----------------------------------------------------------------------- counters
 
     def count_turn(self) -> None:
         """One more turn executed."""
-        if self._counters is not None:
-            self._counters.turns.add(1)
+        if self._instruments is not None:
+            self._instruments.turns.add(1)
 
     def count_tool(self, tool: str, outcome: str) -> None:
         """One more call of ``tool`` that ended with ``outcome``."""
-        if self._counters is not None:
-            self._counters.tool_calls.add(1, {"tool": tool, "outcome": outcome})
+        if self._instruments is not None:
+            self._instruments.tool_calls.add(1, {"tool": tool, "outcome": outcome})
 
     def count_tokens(self, input_tokens: int, output_tokens: int) -> None:
         """Tokens of one model call, by direction."""
-        if self._counters is not None:
+        if self._instruments is not None:
             if input_tokens > 0:
-                self._counters.tokens.add(input_tokens, _INPUT)
+                self._instruments.tokens.add(input_tokens, _INPUT)
             if output_tokens > 0:
-                self._counters.tokens.add(output_tokens, _OUTPUT)
+                self._instruments.tokens.add(output_tokens, _OUTPUT)
 
     def count_cost(self, usd: float) -> None:
         """Dollars of one model call."""
-        if self._counters is not None and usd > 0:
-            self._counters.cost.add(usd)
+        if self._instruments is not None and usd > 0:
+            self._instruments.cost.add(usd)
 
     def count_stop(self, reason: str) -> None:
         """One more run ended with ``reason``."""
-        if self._counters is not None:
-            self._counters.stops.add(1, {"reason": str(reason)})
+        if self._instruments is not None:
+            self._instruments.stops.add(1, {"reason": str(reason)})
 
 
 def trace_context() -> dict[str, str]:

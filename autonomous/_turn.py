@@ -125,16 +125,17 @@ class TurnRunner:
     async def _call_model(self, turn: int) -> ModelResponse:
         """One model call on the conversation so far: counted, recorded and reported."""
         await self.observer.model_calling(turn, self.model.name)
-        with self.observer.model_span(turn, self.model.name) as span:
+        messages = self.conv.messages
+        with self.observer.model_span(turn, self.model, messages) as span:
             try:
-                response = await self.model.complete(self.conv.messages, self.specs)
+                response = await self.model.complete(messages, self.specs)
             except TurnError:
                 raise
             except Exception as exc:
                 name = self.model.name
                 raise ModelError(f"model call to {name} failed: {exc}") from exc
             cost = self._spent(response)
-            self.observer.model_usage(span, response.usage, cost)
+            self.observer.model_usage(span, response, cost)
         await self._answered(response, turn, cost)
         return response
 
@@ -220,9 +221,9 @@ class TurnRunner:
         if call.id in self._interrupted and await self._answer_interrupted(call, turn):
             return
         await self.observer.tool_calling(turn, call.name)
-        with self.observer.tool_span(turn, call.name) as span:
+        with self.observer.tool_span(turn, call) as span:
             answer = await self._answer(call, context, turn, caller)
-            self.observer.tool_outcome(span, call.name, answer.outcome)
+            self.observer.tool_outcome(span, call.name, answer.outcome, answer.content)
         await self.observer.tool_called(turn, call.name, answer.outcome)
         if answer.fatal:
             raise ToolTimeoutError(answer.content.removeprefix("error: "))

@@ -144,6 +144,12 @@ class ScriptedModel:
         """The model's name."""
         return self._name
 
+    @property
+    def provider(self) -> str:
+        """``scripted``: the ``gen_ai.provider.name`` telemetry reports for it, whatever its
+        name (a scripted ``openai/gpt-4o-mini`` is not OpenAI)."""
+        return "scripted"
+
     def push(self, *steps: Step) -> None:
         """Append steps to the script."""
         self._script.extend(steps)

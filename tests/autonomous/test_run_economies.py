@@ -290,7 +290,7 @@ class TestTelemetryDetection:
             + _ONE_RUN
             + "print(sorted({s.name for s in spans.get_finished_spans()}))\n"
         )
-        expected = "['autonomous.model_call', 'autonomous.run', 'autonomous.turn']"
+        expected = "['autonomous.turn', 'chat scripted', 'invoke_agent agent']"
         assert expected == _last_line(code)
 
 

@@ -17,7 +17,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
+from autonomous import ModelResponse
 from autonomous._telemetry import Telemetry
+from usage import Usage
 
 
 class Otel:
@@ -45,6 +47,8 @@ class Otel:
         for resource in data.resource_metrics:
             for scope in resource.scope_metrics:
                 for metric in scope.metrics:
+                    if metric.name.startswith("gen_ai."):  # histograms: see test_telemetry_genai
+                        continue
                     found[metric.name] = {
                         tuple(sorted((point.attributes or {}).items())): point.value  # type: ignore[union-attr]
                         for point in metric.data.data_points
@@ -58,12 +62,17 @@ def otel() -> Iterator[Otel]:
     yield Otel()
 
 
+MODEL = "openai/gpt-4o-mini"
+ANSWER = ModelResponse(usage=Usage(120, 30), model="gpt-4o-mini-2024-07-18")
+
+
 def run_one_turn(telemetry: Telemetry) -> None:
     """A run of one turn with one model call and one failing tool call."""
-    with telemetry.run_span("disk-1", "monitor"), telemetry.turn_span(1):
-        with telemetry.model_span(1, "openai/gpt-4o-mini") as span:
-            telemetry.set_usage(span, 120, 30, 0.002)
-        with telemetry.tool_span(1, "check_disk") as span:
+    run = telemetry.run_span("disk-1", "monitor", model=MODEL, provider="openai")
+    with run, telemetry.turn_span(1):
+        with telemetry.model_span(1, MODEL, provider="openai", conversation="disk-1") as chat:
+            telemetry.set_response(chat, ANSWER, 0.002)
+        with telemetry.tool_span(1, "check_disk", call_id="c1", conversation="disk-1") as span:
             telemetry.set_tool_outcome(span, "error")
 
 
@@ -76,11 +85,11 @@ class TestSpans:
         """Model and tool spans are children of the turn span, itself a child of the run."""
         run_one_turn(otel.telemetry)
         spans = otel.finished()
-        run, turn = spans["autonomous.run"], spans["autonomous.turn"]
+        run, turn = spans["invoke_agent monitor"], spans["autonomous.turn"]
         assert None is run.parent
         assert run.context is not None and turn.parent is not None
         assert run.context.span_id == turn.parent.span_id
-        for name in ("autonomous.model_call", "autonomous.tool_call"):
+        for name in ("chat openai/gpt-4o-mini", "execute_tool check_disk"):
             parent = spans[name].parent
             assert turn.context is not None and parent is not None
             assert turn.context.span_id == parent.span_id
@@ -89,24 +98,35 @@ class TestSpans:
         """Each span has exactly its documented attributes."""
         run_one_turn(otel.telemetry)
         spans = otel.finished()
-        assert {"autonomous.session": "disk-1", "autonomous.agent": "monitor"} == dict(
-            spans["autonomous.run"].attributes or {}
-        )
+        assert {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.provider.name": "openai",
+            "gen_ai.agent.name": "monitor",
+            "gen_ai.conversation.id": "disk-1",
+            "gen_ai.request.model": MODEL,
+        } == dict(spans["invoke_agent monitor"].attributes or {})
         assert {"autonomous.turn": 1} == dict(spans["autonomous.turn"].attributes or {})
         assert {
-            "autonomous.turn": 1,
-            "autonomous.model": "openai/gpt-4o-mini",
-            "gen_ai.request.model": "openai/gpt-4o-mini",
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": "openai",
+            "gen_ai.request.model": MODEL,
+            "gen_ai.response.model": "gpt-4o-mini-2024-07-18",
+            "gen_ai.conversation.id": "disk-1",
             "gen_ai.usage.input_tokens": 120,
             "gen_ai.usage.output_tokens": 30,
-            "autonomous.cost_usd": 0.002,
-        } == dict(spans["autonomous.model_call"].attributes or {})
-        assert {
             "autonomous.turn": 1,
-            "autonomous.tool": "check_disk",
+            "autonomous.cost_usd": 0.002,
+        } == dict(spans["chat openai/gpt-4o-mini"].attributes or {})
+        assert {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "check_disk",
+            "gen_ai.tool.call.id": "c1",
+            "gen_ai.tool.type": "function",
+            "gen_ai.conversation.id": "disk-1",
+            "autonomous.turn": 1,
             "autonomous.tool_outcome": "error",
             "error.type": "error",
-        } == dict(spans["autonomous.tool_call"].attributes or {})
+        } == dict(spans["execute_tool check_disk"].attributes or {})
 
     def test_failed_tool_outcome_marks_the_span(self, otel: Otel) -> None:
         """A tool error sets an ERROR status; an ok tool call leaves it unset."""
@@ -165,7 +185,7 @@ class TestDisabled:
         telemetry = Telemetry.disabled()
         with telemetry.run_span("s", "a") as run, telemetry.turn_span(1) as turn:
             with telemetry.model_span(1, "m") as model:
-                telemetry.set_usage(model, 1, 2, 0.1)
+                telemetry.set_response(model, ANSWER, 0.1)
             with telemetry.tool_span(1, "t") as tool:
                 telemetry.set_tool_outcome(tool, "error")
         telemetry.count_turn()
@@ -183,8 +203,9 @@ class TestDisabled:
             sys.modules["opentelemetry"] = None
             from autonomous._telemetry import Telemetry
             t = Telemetry.create()
+            from autonomous import ModelResponse
             with t.run_span("s", "a"), t.turn_span(1), t.model_span(1, "m") as span:
-                t.set_usage(span, 1, 2, 0.1)
+                t.set_response(span, ModelResponse(), 0.1)
             with t.tool_span(1, "x") as span:
                 t.set_tool_outcome(span, "error")
             t.count_turn(); t.count_tool("x", "ok"); t.count_tokens(1, 1)
