@@ -11,6 +11,7 @@ Map (the core is flat here; its edges are the sub-packages at the end):
     _agent.py         Agent
     _model.py         the Model protocol and the message types
     _tools.py         Tool, function_tool, argument parsing, call contexts (idempotency keys)
+    _tool_table.py    ToolTable: a run's tools when MCP servers add to the agent's own
     _schema.py        JSON schemas from type hints
     _results.py       ToolOutcome, and a tool call's value or error as the text the model reads
     _text.py          cleaning model and tool text at the edges (lone surrogates)
@@ -35,6 +36,7 @@ Map (the core is flat here; its edges are the sub-packages at the end):
     _clash.py         the check at import that eventlog, usage, ... are ours, not PyPI namesakes
     retry.py          public: retry policies (transient: HTTP 429/5xx and timeouts, with backoff)
     _models/          the model edge: litellm, local llama.cpp models
+    mcp/              public, the [mcp] extra: MCPServer, MCP servers' tools as a run's tools
     _cli/             the `autonomous` command, agent spec files, validation
     testing/          public: ScriptedModel, ScriptedServer and their steps, FakeClock
 """
@@ -57,6 +59,7 @@ from ._errors import (
     BuildError,
     ConfigurationError,
     GateWouldDeadlock,
+    MCPServerError,
     ModelCallLimit,
     ModelError,
     RunFinished,
@@ -115,6 +118,7 @@ __all__ = [
     "GateWouldDeadlock",
     "LLMJudge",
     "LocalModelUnavailable",
+    "MCPServerError",
     "Message",
     "Model",
     "ModelCallLimit",

@@ -6,7 +6,7 @@ import functools
 import os
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from eventlog import SessionRef
 
@@ -14,6 +14,9 @@ from ._errors import ConfigurationError
 from ._model import Model
 from ._steering import LoadedFiles, Problem, check_scoped, load_scoped
 from ._tools import Tool
+
+if TYPE_CHECKING:
+    from .mcp import MCPServer
 
 #: The heading of the block the model must always follow.
 _STEERING_TITLE = "# Steering (persistent operating context — always follow it)"
@@ -39,6 +42,10 @@ class Agent:
     that resolves outside it (``..``, an absolute path, a symlink) is refused. Files are read when
     :meth:`system_prompt` is built, once per run; a file that is out of scope, missing or
     unreadable is skipped with a warning, never fatal (see :meth:`steering_problems`).
+
+    ``mcp_servers`` (:class:`autonomous.mcp.MCPServer` values, the ``[mcp]`` extra) add the
+    tools of MCP servers: a run connects them when it starts and offers their tools beside
+    ``tools`` (see :mod:`autonomous.mcp`).
     """
 
     def __init__(
@@ -54,6 +61,7 @@ class Agent:
         skills: Sequence[str] = (),
         skill_files: Sequence[FilePath] = (),
         base_dir: FilePath | None = None,
+        mcp_servers: Sequence[MCPServer] = (),
         **completion_kwargs: Any,
     ) -> None:
         kwargs = {k: v for k, v in completion_kwargs.items() if v is not None}
@@ -73,6 +81,7 @@ class Agent:
         self.skills: tuple[str, ...] = _texts_of("skills", skills)
         self.skill_files: tuple[FilePath, ...] = _paths_of("skill_files", skill_files)
         self.base_dir: Path = _base_dir_of(base_dir)
+        self.mcp_servers: tuple[MCPServer, ...] = _servers_of(mcp_servers)
         self._problems: tuple[Problem, ...] | None = None
 
     def system_prompt(self) -> str:
@@ -149,6 +158,28 @@ def _tools_of(tools: Iterable[object]) -> tuple[Tool, ...]:
     if duplicates:
         raise ConfigurationError(f"Agent has more than one tool named {', '.join(duplicates)}")
     return tuple(checked)
+
+
+def _servers_of(servers: object) -> tuple[MCPServer, ...]:
+    """The MCP servers as a tuple: MCPServer values only, each name once."""
+    if isinstance(servers, str) or not isinstance(servers, Iterable):
+        raise ConfigurationError(f"Agent mcp_servers must be a list of MCPServer, got {servers!r}")
+    listed = tuple(servers)
+    if not listed:
+        return ()
+    from .mcp import MCPServer  # the [mcp] extra: a user with servers has it
+
+    for server in listed:
+        if not isinstance(server, MCPServer):
+            raise ConfigurationError(f"Agent mcp_servers must be MCPServer values, got {server!r}")
+    names = [s.name for s in listed]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ConfigurationError(
+            f"Agent has more than one MCP server named {', '.join(duplicates)}: give each "
+            "its own name=..."
+        )
+    return listed
 
 
 def _texts_of(option: str, values: object) -> tuple[str, ...]:

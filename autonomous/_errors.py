@@ -5,6 +5,7 @@ AutonomousError
 │   └── GateWouldDeadlock    a gate that would prompt with nobody to answer
 ├── RunFinished          pause / resume / inject after the run ended (RuntimeError)
 ├── BuildError           the build function failed or returned something that is not an Agent
+├── MCPServerError       an MCP server of the agent could not be started or reached at run start
 └── TurnError            a turn failed; the retry policy decides what follows
     ├── ModelError           the model call failed (litellm's error is the __cause__)
     ├── TurnTimeout          the turn outlived per_turn_timeout
@@ -38,6 +39,15 @@ class RunFinished(AutonomousError, RuntimeError):
 
 class BuildError(AutonomousError):
     """The build function failed (the original error is the ``__cause__``) or returned no Agent."""
+
+
+class MCPServerError(AutonomousError):
+    """An MCP server of the agent could not be started, or did not answer, when the run
+    started; the message names the server (the original error is the ``__cause__``)."""
+
+    def __init__(self, message: str, *, server: str) -> None:
+        super().__init__(message)
+        self.server = server
 
 
 class TurnError(AutonomousError):

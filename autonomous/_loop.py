@@ -32,6 +32,7 @@ from ._options import RunOptions
 from ._result import RetryDecision, RunResult, StopReason
 from ._run_state import RunState
 from ._supervisor import AbortRun, PauseRun, Steer, consult, steer_message
+from ._tool_table import ToolTable
 from ._turn import BudgetReached, TurnRunner
 
 
@@ -67,6 +68,8 @@ class LoopDeps:
     poll_inbox: Callable[[], Awaitable[None]]
     checkpoint: WriteCheckpoint
     exit: Exit
+    #: The run's tools when MCP servers add to the agent's own (None: the agent's tools).
+    tool_table: ToolTable | None = None
 
 
 @attrs.frozen
@@ -116,10 +119,11 @@ async def run_loop(deps: LoopDeps, state: RunState, agent: Agent) -> RunResult:
 
 
 def _runner(deps: LoopDeps, state: RunState, agent: Agent) -> TurnRunner:
+    tools = agent.tools if deps.tool_table is None else deps.tool_table.tools()
     return TurnRunner(
         model=agent.model,
-        tools={t.name: t for t in agent.tools},
-        specs=[t.spec() for t in agent.tools],
+        tools={t.name: t for t in tools},
+        specs=[t.spec() for t in tools],
         control=deps.exit_tools,
         conv=deps.conv,
         opts=deps.opts,
@@ -129,6 +133,7 @@ def _runner(deps: LoopDeps, state: RunState, agent: Agent) -> TurnRunner:
         tally=state.tally,
         elapsed=deps.elapsed,
         observer=deps.observer,
+        tool_table=deps.tool_table,
     )
 
 

@@ -31,6 +31,11 @@ class ToolOutcome(enum.StrEnum):
     INTERRUPTED = "interrupted"
 
 
+class ToolInterrupted(Exception):
+    """Raised by a tool whose call was cut short with its effect unknown (an MCP server that
+    went away during the call): the call is answered as interrupted, never run again."""
+
+
 def format_result(value: Any, max_chars: int) -> str:
     """Render a tool's return value as the text the model reads; never raises.
 

@@ -6,6 +6,7 @@ import inspect
 import os
 import sys
 from collections.abc import Callable
+from contextlib import AsyncExitStack
 from datetime import datetime
 from typing import Any
 
@@ -44,6 +45,7 @@ from ._result import AutonomousStatus, RunResult, StopReason
 from ._run_state import RunState
 from ._session_state import session_state
 from ._telemetry import Telemetry
+from ._tool_table import ToolTable, open_tool_table
 
 _FINAL_WRITE_TIMEOUT = 5.0
 #: The prices of a model nobody priced: all zero (frozen, so runs share it).
@@ -88,6 +90,8 @@ class Run:
         self._control: ControlTools | None = None
         self._final_written = False
         self._started = 0.0
+        self._resources = AsyncExitStack()
+        self._tools: ToolTable | None = None
 
     @property
     def log(self) -> FilteringBoundLogger:
@@ -107,11 +111,12 @@ class Run:
                 controls.scope = scope
                 if controls.stop_requested:
                     scope.cancel()
-                try:
-                    agent = await self._start()
-                    if agent is not None:
-                        with self.observer.run_span(str(self.key), agent.name, agent.model):
-                            await self._drive(agent)
+                try:  # the stack holds what the run connects (MCP servers) till it ends
+                    async with AsyncExitStack() as self._resources:
+                        agent = await self._start()
+                        if agent is not None:
+                            with self.observer.run_span(str(self.key), agent.name, agent.model):
+                                await self._drive(agent)
                 except LeaseLost:  # an append the store refused: another holder has the session
                     self._fenced_out()
             if self.result is None:
@@ -145,11 +150,13 @@ class Run:
             if await self._finished_already(ref) is not None:
                 return None
         agent = await self._build()
+        self._tools = await open_tool_table(agent, self._resources, self.log)
         conv = self._open(agent)
         if ref is None and agent.session is not None:
             await self._refuse_existing(agent.session)
         if self._keeper is None and conv.log.durable:
-            await self._hold(SessionRef(conv.log, *_parts(conv.key)))
+            key = conv.key
+            await self._hold(SessionRef(conv.log, key.app, key.user, key.session_id))
         if self._keeper is not None:
             conv.lease = self._keeper.lease  # every append of the run is fenced by it
         watch_after = None
@@ -215,6 +222,7 @@ class Run:
             poll_inbox=self.poll_inbox,
             checkpoint=self._checkpoint,
             exit=self._exit,
+            tool_table=self._tools,
         )
 
     async def _hold(self, ref: SessionRef) -> None:
@@ -489,7 +497,3 @@ def _auto_telemetry() -> Telemetry:
 _NO_TELEMETRY = Telemetry.disabled()
 #: opentelemetry's OTEL_PYTHON_TRACER_PROVIDER: a provider for get_tracer_provider() to load.
 _PROVIDER_VARIABLE = "OTEL_PYTHON_TRACER_PROVIDER"
-
-
-def _parts(key: SessionKey) -> tuple[str, str, str]:
-    return key.app, key.user, key.session_id

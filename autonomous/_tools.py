@@ -189,6 +189,7 @@ class Tool:
     marks a tool that changes nothing (the permission gate may allow it without asking).
     ``idempotent`` marks a tool that is safe to run twice: only such a tool is run again on
     resume when a crash interrupted its call (others are answered as interrupted).
+    ``destructive`` marks a tool that may destroy something: a prompter is told so.
     """
 
     name: str = attrs.field(validator=_check_name)
@@ -199,6 +200,7 @@ class Tool:
     timeout: float | None = attrs.field(default=None, validator=_check_timeout)
     fatal_timeout: bool = False
     idempotent: bool = False
+    destructive: bool = False
     _spec: dict[str, Any] = attrs.field(init=False, repr=False)
     _arguments: _Arguments = attrs.field(init=False, repr=False)
 

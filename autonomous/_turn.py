@@ -22,7 +22,8 @@ from ._observer import Observer
 from ._options import RunOptions
 from ._restore import INTERRUPTED
 from ._result import StopReason
-from ._results import ToolOutcome, format_error, render_result
+from ._results import ToolInterrupted, ToolOutcome, format_error, render_result
+from ._tool_table import ToolTable
 from ._tools import (
     Tool,
     ToolArgumentError,
@@ -74,6 +75,9 @@ class TurnRunner:
     tally: Tally
     elapsed: Callable[[], float]
     observer: Observer = attrs.field(factory=Observer)
+    #: Where ``tools`` and ``specs`` come from when MCP servers add to them: read again
+    #: before each model call, so a changed list is what the next call offers.
+    tool_table: ToolTable | None = None
     #: Calls of a resumed turn that a crash may have cut short: answered as interrupted
     #: unless their tool is idempotent (then run again).
     _interrupted: set[str] = attrs.field(factory=set, init=False)
@@ -93,6 +97,8 @@ class TurnRunner:
         while True:
             await self._run_tools(pending, turn, caller)
             self._check_budgets(calls)
+            if self.tool_table is not None and await self.tool_table.refresh():
+                self._take_tools(self.tool_table.tools())
             response = await self._call_model(turn)
             calls += 1
             if response.text:
@@ -100,6 +106,11 @@ class TurnRunner:
             if not response.tool_calls:
                 return text
             pending = response.tool_calls
+
+    def _take_tools(self, tools: tuple[Tool, ...]) -> None:
+        """Offer ``tools`` from the next model call on."""
+        self.tools = {t.name: t for t in tools}
+        self.specs = [t.spec() for t in tools]
 
     async def _run_tools(
         self, calls: tuple[ToolCall, ...], turn: int, caller: Caller | None
@@ -242,6 +253,9 @@ class TurnRunner:
             try:
                 with tool_call_context(context):
                     value = await tool.invoke(args)
+            except ToolInterrupted as exc:  # cut short, effect unknown: never run again
+                content = _finish_interrupted(exc, self.opts.max_tool_result_chars)
+                outcome = ToolOutcome.INTERRUPTED
             except Exception as exc:
                 limit = min(2000, self.opts.max_tool_result_chars)
                 content, outcome = format_error(exc, limit), ToolOutcome.ERROR
@@ -273,7 +287,12 @@ class TurnRunner:
         assert self.gate is not None
         # The prompt's timeout runs on the run's clock, as every other wait the run owns.
         decision = await self.gate.check(
-            tool.name, args, caller=caller, read_only=tool.read_only, clock=self.opts.clock
+            tool.name,
+            args,
+            caller=caller,
+            read_only=tool.read_only,
+            destructive=tool.destructive,
+            clock=self.opts.clock,
         )
         self.conv.record(
             PermissionDecision(
@@ -288,3 +307,9 @@ class TurnRunner:
         if not decision.allowed:
             return f"denied: {decision.reason.removeprefix('denied: ')}"
         return ""
+
+
+def _finish_interrupted(exc: ToolInterrupted, max_chars: int) -> str:
+    """The answer to a call cut short: what happened, and that its effect is unknown."""
+    text = format_error(exc, min(2000, max_chars)).removeprefix("error: ToolInterrupted: ")
+    return f"interrupted: {text}; it may or may not have taken effect. Check before you repeat it."

@@ -74,13 +74,15 @@ class Gate:
         *,
         caller: Caller | None = None,
         read_only: bool = False,
+        destructive: bool = False,
         clock: _Deadlines | None = None,
     ) -> Decision:
         """Decide whether ``tool`` may run with ``arguments`` for ``caller``.
 
         ``prompt_timeout`` runs on ``clock`` (any ``scheduler.Clock``; None: real time, as
         :func:`anyio.move_on_after`), so a test's ``FakeClock`` times prompts out when it is
-        advanced. Never raises for a prompter's failure or timeout (those are denials); only
+        advanced. ``destructive`` is passed on to the prompter (it decides nothing here).
+        Never raises for a prompter's failure or timeout (those are denials); only
         the caller's own cancellation propagates.
         """
         decision = decide(
@@ -90,7 +92,7 @@ class Gate:
             return decision
         if self.prompter is None:
             return Decision(False, f"{self.mode.value} mode: no prompter is set to ask", self.mode)
-        request = PermissionRequest(tool, arguments, caller, read_only)
+        request = PermissionRequest(tool, arguments, caller, read_only, destructive)
         return await self._prompt(self.prompter, request, clock)
 
     async def _prompt(

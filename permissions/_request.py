@@ -18,12 +18,14 @@ def _read_only_copy(arguments: Mapping[str, Any]) -> Mapping[str, Any]:
 @attrs.frozen
 class PermissionRequest:
     """One tool call awaiting a yes or no: the tool's name, its arguments (a read-only
-    shallow copy), who asked (``None`` when unknown) and whether the tool is read-only."""
+    shallow copy), who asked (``None`` when unknown), whether the tool is read-only, and
+    whether it may destroy something (an MCP tool's ``destructiveHint``)."""
 
     tool: str
     arguments: Mapping[str, Any] = attrs.field(converter=_read_only_copy)
     caller: Caller | None = None
     read_only: bool = False
+    destructive: bool = False
 
 
 class Prompter(Protocol):

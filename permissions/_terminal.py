@@ -29,12 +29,15 @@ def _summary(arguments: object) -> str:
 
 
 def render_request(request: PermissionRequest) -> str:
-    """The question printed for ``request``: tool, caller, read-only flag, short arguments."""
+    """The question printed for ``request``: tool, caller, read-only or destructive flag,
+    short arguments."""
     caller = request.caller
     who = (_printable(caller.identity) if caller else "") or "(unknown)"
     if caller is not None and caller.admin:
         who += " [admin]"
     read_only = " (read-only)" if request.read_only else ""
+    if request.destructive and not request.read_only:
+        read_only = " (destructive: may delete or overwrite)"
     return (
         f"permission requested: tool {_printable(request.tool)}{read_only}\n"
         f"  caller: {who}\n"

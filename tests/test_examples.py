@@ -1,4 +1,5 @@
-"""The README's main job: ``examples/monitor.py``, offline, and with a real model but no key."""
+"""The README's main job: ``examples/monitor.py``, offline, and with a real model but no key;
+``examples/mcp_monitor.py``, the same monitor with its disk check on an MCP server."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "monitor.py"
 #: The lines the example prints itself, by their label.
@@ -47,3 +50,21 @@ def test_a_real_model_without_a_key_says_so_in_one_line(tmp_path: Path) -> None:
     allowed = (*LABELS, "checkpoints", "error")
     assert all(line.startswith(allowed) for line in done.stdout.splitlines()), done.stdout
     assert "Traceback" not in done.stderr and "Give Feedback" not in done.stdout + done.stderr
+
+
+@pytest.mark.mcp
+def test_the_monitor_runs_against_the_mcp_disk_server(tmp_path: Path) -> None:
+    """mcp_monitor.py starts mcp_disk_server.py over stdio and completes under a PLAN gate:
+    check_disk (read-only by its annotation) runs each turn; nothing on stderr."""
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLE.with_name("mcp_monitor.py")), "--db", str(tmp_path / "r.db")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert 0 == done.returncode, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert "stop reason : completed" == lines[0]
+    assert 3 == lines[3].count("check_disk ok"), done.stdout
+    assert "" == done.stderr

@@ -39,6 +39,17 @@ modules named by tool and model references) is taken relative to that directory:
     allow = ["check_disk", "deploy"]        # allow mode runs only the tools listed here
     deny = ["rm_*", { tool = "deploy", admin_only = true }]
 
+    [[mcp]]                                 # an MCP server's tools (the [mcp] extra)
+    name = "disk"                           # names it; prefixes its tools on a name clash
+    command = "python"                      # started over stdio, in the agent's directory
+    args = ["mcp_disk_server.py"]
+    env = { DISK_ROOT = "/" }               # optional; cwd = "..." too
+
+    [[mcp]]
+    name = "tickets"
+    url = "https://mcp.example.org/mcp"     # streamable HTTP
+    headers = { X-Team = "ops" }
+
 This module holds the value, :class:`AgentSpec`, and the :class:`Problem` findings;
 :mod:`._spec_reader` reads a file into one (:func:`~._spec_reader.load_spec`: a
 :class:`ConfigurationError` names the file, the line, the key and the problem);
@@ -54,7 +65,7 @@ import hashlib
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
@@ -70,6 +81,9 @@ from .._result import StopReason
 from .._tools import Tool
 from ..retry import TransientRetry, transient
 from ._refs import SCRIPTED, ToolRef, scripted_factory, tool_from_ref
+
+if TYPE_CHECKING:
+    from ..mcp import MCPServer
 
 #: Outcome names the runtime uses for its own exits; a declared outcome must not reuse them.
 RESERVED_OUTCOMES = frozenset(
@@ -95,6 +109,56 @@ class Problem:
         return f"{self.severity}: {self.where}: {self.message}"
 
 
+@attrs.frozen
+class MCPEntry:
+    """One ``[[mcp]]`` table: an MCP server, by ``command`` (stdio) or ``url`` (HTTP).
+
+    A relative ``cwd``, and a ``command`` that is a relative path (``./server``), are taken
+    from the agent's directory, which is also where a server starts when ``cwd`` is not set.
+    """
+
+    name: str
+    command: str = ""
+    args: tuple[str, ...] = ()
+    env: dict[str, str] | None = None
+    cwd: str | None = None
+    url: str = ""
+    headers: dict[str, str] | None = None
+    #: Its place among the file's ``[[mcp]]`` tables (``mcp[i]`` in problems).
+    index: int = 0
+
+    @property
+    def key(self) -> str:
+        """``mcp[i]``: the table in problems and errors."""
+        return f"mcp[{self.index}]"
+
+    def command_path(self, base_dir: Path) -> str:
+        """The command to start: a relative path from ``base_dir``, else as written."""
+        if os.sep in self.command and not os.path.isabs(self.command):
+            return str(base_dir / self.command)
+        return self.command
+
+    def folder(self, base_dir: Path) -> Path:
+        """The directory the server starts in."""
+        return base_dir / self.cwd if self.cwd is not None else base_dir
+
+    def server(self, base_dir: Path) -> MCPServer:
+        """The :class:`autonomous.mcp.MCPServer` (a ConfigurationError without the extra)."""
+        try:
+            from ..mcp import MCPServer
+        except ImportError as exc:
+            raise ConfigurationError(str(exc)) from None
+        if self.url:
+            return MCPServer.http(self.url, headers=self.headers, name=self.name)
+        return MCPServer.stdio(
+            self.command_path(base_dir),
+            self.args,
+            env=self.env,
+            cwd=self.folder(base_dir),
+            name=self.name,
+        )
+
+
 @attrs.frozen(eq=False)
 class AgentSpec:
     """An agent as a spec file describes it; :meth:`build_function` and :meth:`run_options`
@@ -107,7 +171,8 @@ class AgentSpec:
     options by their :class:`~autonomous.RunOptions` names; ``scheduler`` is ``"sleep"``,
     ``"exit"`` or None; ``permission_mode`` None means no gate; ``retry`` is the retry policy
     (None: a failed turn ends the run). ``lines`` maps keys (``budgets.max_turns``) to the
-    lines of the file that set them, for problems found later.
+    lines of the file that set them, for problems found later. ``mcp`` holds the
+    ``[[mcp]]`` servers.
     """
 
     path: Path
@@ -122,6 +187,7 @@ class AgentSpec:
     skills: tuple[str, ...] = ()
     skill_files: tuple[str, ...] = ()
     tools: tuple[ToolRef, ...] = ()
+    mcp: tuple[MCPEntry, ...] = ()
     outcomes: tuple[str, ...] = ()
     result_schema: dict[str, Any] | None = None
     litellm: dict[str, Any] = attrs.field(factory=dict)
@@ -168,6 +234,16 @@ class AgentSpec:
                 raise ConfigurationError(f"{self.path}: tools[{i}]: {exc}") from exc
         return tools
 
+    def mcp_servers(self) -> list[MCPServer]:
+        """The ``[[mcp]]`` servers; a :class:`ConfigurationError` names the bad one."""
+        servers = []
+        for entry in self.mcp:
+            try:
+                servers.append(entry.server(self.base_dir))
+            except ConfigurationError as exc:
+                raise ConfigurationError(f"{self.path}: {entry.key}: {exc}") from exc
+        return servers
+
     def model_factory(self) -> Callable[[], str | Model]:
         """A callable giving the model for one build: the litellm string, or a new scripted one."""
         if not self.scripted:
@@ -200,6 +276,7 @@ class AgentSpec:
         """:meth:`build_function` in two steps: the tools and the model factory imported now,
         once, for the build functions of many sessions (a daemon's)."""
         tools = self.load_tools()
+        servers = self.mcp_servers()
         make_model = self.model_factory()
 
         def for_session(ref: SessionRef) -> SessionBuild:
@@ -220,6 +297,7 @@ class AgentSpec:
                     skills=self.skills,
                     skill_files=self.skill_files,
                     base_dir=self.base_dir,
+                    mcp_servers=servers,
                     **completion,
                 )
 

@@ -20,8 +20,10 @@ _SPLIT = re.compile(rf"\s*({_PART})\s*(?:\.|$)")
 
 def key_lines(text: str) -> dict[str, int]:
     """The line (from 1) of each table header and key the TOML ``text`` sets, as dotted keys
-    (``budgets``, ``budgets.max_turns``); the first line wins when a key repeats."""
+    (``budgets``, ``budgets.max_turns``; ``mcp[1]`` and ``mcp[1].url`` for the second
+    ``[[mcp]]`` table); the first line wins when a key repeats."""
     found: dict[str, int] = {}
+    arrays: dict[str, int] = {}  # how many [[name]] tables each array has so far
     table = ""
     open_string: str | None = None  # the delimiter of the multi-line string we are in
     depth = 0  # how deep in brackets a multi-line array or table has left us
@@ -37,6 +39,10 @@ def key_lines(text: str) -> dict[str, int]:
             if header:
                 table = _dotted(header["name"])
                 found.setdefault(table, number)
+                if line.lstrip().startswith("[["):  # one table of an array: name[i]
+                    arrays[table] = index = arrays.get(table, -1) + 1
+                    table = f"{table}[{index}]"
+                    found.setdefault(table, number)
                 continue
             key = _KEY.match(line)
             if key:

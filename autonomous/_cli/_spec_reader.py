@@ -22,7 +22,7 @@ from .._errors import ConfigurationError
 from ..retry import TransientRetry, transient
 from ._durations import parse_duration
 from ._refs import ToolRef
-from ._spec import RESERVED_OUTCOMES, AgentSpec, Problem, problem_at
+from ._spec import RESERVED_OUTCOMES, AgentSpec, MCPEntry, Problem, problem_at
 from ._spec_lines import key_lines
 
 __all__ = ["load_spec", "read_spec"]
@@ -30,7 +30,7 @@ __all__ = ["load_spec", "read_spec"]
 _TOP = (
     "name", "model", "goal", "app", "user", "instructions", "steering", "steering_files",
     "skills", "skill_files", "tools", "outcomes", "result_schema", "litellm", "budgets",
-    "scheduler", "permissions", "pricing", "run", "retry", "on_exit",
+    "scheduler", "permissions", "pricing", "run", "retry", "on_exit", "mcp",
 )  # fmt: skip
 _BUDGETS = {
     "max_turns": "count",
@@ -65,6 +65,9 @@ _TOOL_TABLE = {"ref": "text", "name": "text", "description": "text", "read_only"
 _RETRY = {"attempts": "count", "base": "seconds", "cap": "seconds", "jitter": "bool",
           "max_retry_after": "seconds"}  # fmt: skip
 _RULE_TABLE = ("tool", "admin_only", "labels", "identities")
+_MCP_TABLE = {"name": "text", "command": "text", "args": "strings", "env": "table",
+              "cwd": "text", "url": "text", "headers": "table"}  # fmt: skip
+_MCP_NAME = re.compile(r"[a-zA-Z0-9_-]{1,40}")
 _SCHEDULERS = ("sleep", "exit")
 _KINDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "str": ("a string", lambda v: isinstance(v, str)),
@@ -206,6 +209,7 @@ def _parse(path: Path, data: dict[str, Any], r: _Reader) -> AgentSpec:
         skills=tuple(r.value(data, "skills", "strings") or ()),
         skill_files=tuple(r.value(data, "skill_files", "strings") or ()),
         tools=_tools(data.get("tools", []), r),
+        mcp=_mcp(data.get("mcp", []), r),
         outcomes=_outcomes(data.get("outcomes", []), r),
         result_schema=r.value(data, "result_schema", "table"),
         litellm=_litellm(data.get("litellm", {}), r),
@@ -244,6 +248,51 @@ def _tools(data: Any, r: _Reader) -> tuple[ToolRef, ...]:
             continue
         refs.append(ToolRef(ref, **{k: v for k, v in found.items() if v is not None}))
     return tuple(refs)
+
+
+def _mcp(data: Any, r: _Reader) -> tuple[MCPEntry, ...]:
+    """The ``[[mcp]]`` tables: each a named server with a command or a URL."""
+    if not isinstance(data, list):
+        r.error("mcp", f"must be [[mcp]] tables, got {data!r}")
+        return ()
+    entries: list[MCPEntry] = []
+    for i, entry in enumerate(data):
+        key = f"mcp[{i}]"
+        table = r.table(entry, key, list(_MCP_TABLE))
+        found = {k: r.value(table, k, kind, f"{key}.") for k, kind in _MCP_TABLE.items()}
+        for mapping in ("env", "headers"):
+            values = found[mapping] or {}
+            if not all(isinstance(v, str) for v in values.values()):
+                r.error(f"{key}.{mapping}", "values must be strings")
+                found[mapping] = None
+        name = found.pop("name")
+        if name is None and "name" not in table:
+            r.error(key, "missing name = '...': it names the server in errors and logs")
+        elif name is not None and _MCP_NAME.fullmatch(name) is None:
+            r.error(f"{key}.name", f"{name!r} is not 1 to 40 letters, digits, '_' or '-'")
+        elif name is not None and name in {e.name for e in entries}:
+            r.error(f"{key}.name", f"{name!r} names another [[mcp]] table too")
+        elif _mcp_kind(table, key, r) and name is not None:
+            args = tuple(found.pop("args") or ())
+            given = {k: v for k, v in found.items() if v}
+            entries.append(MCPEntry(name, args=args, index=i, **given))
+    return tuple(entries)
+
+
+def _mcp_kind(table: dict[str, Any], key: str, r: _Reader) -> bool:
+    """Whether the table is one kind of server: a command (stdio) or a url (HTTP)."""
+    if ("command" in table) == ("url" in table):
+        r.error(key, "set command (a server started over stdio) or url (streamable HTTP), one")
+        return False
+    wrong = ("headers",) if "command" in table else ("args", "env", "cwd")
+    for name in wrong:
+        if name in table:
+            r.error(
+                f"{key}.{name}",
+                f"is not for a server with {'url' if 'url' in table else 'command'}",
+            )
+            return False
+    return True
 
 
 def _outcomes(data: Any, r: _Reader) -> tuple[str, ...]:

@@ -22,14 +22,20 @@ an unknown scheduler kind or permission mode                            error
 ``ask`` mode with no terminal to prompt on                              warning
 ``allow`` mode with no allow rules (every tool call is denied)          warning
 ``api_key_env`` naming a variable that is not set                       warning
+an ``[[mcp]]`` command not found (on PATH, or as a path), or its ``cwd``  error
+an ``[[mcp]]`` url that is not http or https with a host                error
+``[[mcp]]`` tables without the ``[mcp]`` extra installed                error
 =====================================================================  ========
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import shutil
 import sys
 from typing import Any
+from urllib.parse import urlsplit
 
 from usage import Pricing
 
@@ -62,7 +68,7 @@ def _checked(
     if spec is None:
         return None, problems
     where = os.fspath(spec_path)
-    for check in (_model, _files, _tools, _budgets, _pricing, _options):
+    for check in (_model, _files, _tools, _mcp, _budgets, _pricing, _options):
         problems.extend(check(spec, where))
     problems.extend(_permissions(spec, where, interactive))
     return spec, problems
@@ -119,7 +125,7 @@ def _files(spec: AgentSpec, where: str) -> list[Problem]:
 
 def _tools(spec: AgentSpec, where: str) -> list[Problem]:
     """Every tool imports, is callable and described, and has a name of its own."""
-    if not spec.tools:
+    if not spec.tools and not spec.mcp:
         return [
             _problem(
                 spec,
@@ -152,6 +158,30 @@ def _tools(spec: AgentSpec, where: str) -> list[Problem]:
                 )
             )
         names.setdefault(tool.name, ref.ref)
+    return found
+
+
+def _mcp(spec: AgentSpec, where: str) -> list[Problem]:
+    """Each MCP server can be reached: its command exists, or its URL is an http(s) one."""
+    found: list[Problem] = []
+    if spec.mcp and importlib.util.find_spec("mcp") is None:
+        why = "the MCP SDK is not installed: pip install 'bounded-autonomous[mcp]'"
+        found.append(_problem(spec, "error", where, "mcp", why))
+    for entry in spec.mcp:
+        key = entry.key
+        if entry.url:
+            parts = urlsplit(entry.url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                why = f"{entry.url!r} is not an http:// or https:// URL with a host"
+                found.append(_problem(spec, "error", where, f"{key}.url", why))
+            continue
+        command = entry.command_path(spec.base_dir)
+        if shutil.which(command, path=os.environ.get("PATH")) is None:
+            why = f"{entry.command!r} is not an executable on PATH or at that path"
+            found.append(_problem(spec, "error", where, f"{key}.command", why))
+        if not entry.folder(spec.base_dir).is_dir():
+            why = f"{entry.cwd!r} is not a directory (taken from the agent's directory)"
+            found.append(_problem(spec, "error", where, f"{key}.cwd", why))
     return found
 
 

@@ -71,6 +71,11 @@ class TestTerminalPrompterOutput:
         _, out = await ask("n\n", req)
         assert (True, True) == ("(read-only)" in out, "root [admin]" in out)
 
+    async def test_a_destructive_tool_is_marked(self) -> None:
+        """A tool that may destroy something says so (an MCP tool's destructiveHint)."""
+        _, out = await ask("n\n", PermissionRequest("rm", {}, None, False, destructive=True))
+        assert "tool rm (destructive: may delete or overwrite)" in out
+
     async def test_unknown_caller(self) -> None:
         """A call without a caller says the caller is unknown."""
         _, out = await ask("n\n", PermissionRequest("t", {}, None, False))
