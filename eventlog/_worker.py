@@ -40,8 +40,16 @@ async def connect(
     still closes the connection at exit, so that what was in flight ends first.
     """
     db = aiosqlite.connect(path, isolation_level=None, uri=uri)
-    _thread_of(db).daemon = True  # before it starts, on the await below
-    await db
+    thread = _thread_of(db)
+    thread.daemon = True  # before it starts, on the await below
+    try:
+        await db
+    except BaseException:
+        # aiosqlite stops the thread of a failed connect without waiting for it; its last call
+        # back to this loop could come after the loop closed, an exception in that thread
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(thread.join, EXIT_GRACE)
+        raise
     hook = functools.partial(_close_at_exit, weakref.ref(db))
     atexit.register(hook)
     return db, functools.partial(atexit.unregister, hook)

@@ -76,8 +76,9 @@ class TestPauseResume:
         """pause() returns after the running turn ends and the loop parks; resume goes on; both
         are in the durable log."""
         step = Gatekeeper(reply("turn one"))
+        last = Gatekeeper(done())  # holds the run open until both resumes were made
         ref = durable_ref
-        model = ScriptedModel([step, done(), reply("ok")])
+        model = ScriptedModel([step, last, reply("ok")])
         async with start_autonomous(builder(model, session=ref), "go") as h:
             await h.ready()
             await step.entered.wait()
@@ -91,6 +92,7 @@ class TestPauseResume:
             await h.pause()  # idempotent
             await h.resume()
             await h.resume()  # idempotent
+            last.release.set()
             result = await h.wait()
         assert StopReason.COMPLETED == result.reason
         notes = [c.action for c in await payloads(ref, EventKind.CONTROL, Control)]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import os
 import socket
 from datetime import timedelta
@@ -93,7 +92,9 @@ class TestAppend:
         assert [0, 0] == [event.seq for event in given_events]
 
     async def test_concurrent_appends_interleave_whole(self, store: EventLog) -> None:
-        """Batches appended by many tasks at once each land whole, their seqs contiguous."""
+        """Batches appended by many tasks at once each land whole and in order, each with seqs
+        of its own. (Contiguous within a batch only on a store with one writer: on PostgreSQL
+        concurrent batches of other sessions take seqs from the same sequence meanwhile.)"""
         results: list[tuple[SessionKey, list[int]]] = []
 
         async def run(n: int) -> None:
@@ -106,7 +107,7 @@ class TestAppend:
                 tg.start_soon(run, n)
         for key, seqs in results:
             assert seqs == [event.seq for event in await store.read(key)]
-            assert [1, 1] == [b - a for a, b in itertools.pairwise(seqs)]
+            assert seqs == sorted(seqs)
         assert 60 == len({seq for _, seqs in results for seq in seqs})
 
     async def test_empty_batch_appends_nothing(self, store: EventLog) -> None:
