@@ -7,6 +7,7 @@ from typing import NamedTuple
 
 import attrs
 
+from eventlog import Checkpoint
 from scheduler import ScheduleEvent
 
 from ._exit_tools import DoneSignal
@@ -16,15 +17,31 @@ from ._result import RetryDecision, StopReason
 
 class Totals(NamedTuple):
     """What a run has spent so far: turns, tokens, dollars and model calls (an immutable value;
-    a named tuple because it is rebuilt at every model call)."""
+    a named tuple because it is rebuilt at every model call). ``cached_input_tokens`` is the
+    part of ``input_tokens`` the provider read from its prompt cache."""
 
     turns: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
     model_calls: int = 0
+    cached_input_tokens: int = 0
 
-    def add_call(self, input_tokens: int, output_tokens: int, cost_usd: float) -> Totals:
+    @classmethod
+    def from_checkpoint(cls, cp: Checkpoint) -> Totals:
+        """The totals ``cp`` recorded (an old checkpoint without cached tokens counts 0)."""
+        return cls(
+            cp.turns,
+            cp.input_tokens,
+            cp.output_tokens,
+            cp.cost_usd,
+            cp.model_calls,
+            cp.cached_input_tokens,
+        )
+
+    def add_call(
+        self, input_tokens: int, output_tokens: int, cost_usd: float, cached_input_tokens: int = 0
+    ) -> Totals:
         """These totals plus one model call."""
         return Totals(
             self.turns,
@@ -32,6 +49,7 @@ class Totals(NamedTuple):
             self.output_tokens + output_tokens,
             self.cost_usd + cost_usd,
             self.model_calls + 1,
+            self.cached_input_tokens + cached_input_tokens,
         )
 
     def add_turn(self) -> Totals:

@@ -136,16 +136,12 @@ def _totals(cp: Checkpoint | None, tail: list[Event], *, counted: bool) -> Total
     A turn begun after the checkpoint counts; with no checkpoint at all, only one the model
     answered (the resumed run goes on with it), so that a log of bare history starts at 0.
     """
-    t = (
-        Totals()
-        if cp is None
-        else Totals(cp.turns, cp.input_tokens, cp.output_tokens, cp.cost_usd, cp.model_calls)
-    )
+    t = Totals() if cp is None else Totals.from_checkpoint(cp)
     started = False
     for event in tail:
         p = event.payload
         if isinstance(p, AssistantMessage):
-            t = t.add_call(p.input_tokens, p.output_tokens, p.cost_usd)
+            t = t.add_call(p.input_tokens, p.output_tokens, p.cost_usd, p.cached_input_tokens)
         elif isinstance(p, UserMessage):
             started = True
     return t.add_turn() if started and (cp is not None or counted) else t

@@ -58,6 +58,8 @@ class RunResult:
     ``aborted`` (the supervisor's reason, or a pause that outlived ``pause_max``).
     ``undelivered`` holds the texts of inbox messages that were acknowledged but never shown
     to the model (a budget ran out first): the log keeps them for the next resume.
+    ``cached_input_tokens`` is the part of ``input_tokens`` the provider read from its prompt
+    cache (billed at its cached rate); both carry over a resume, like the cost.
     """
 
     reason: StopReason
@@ -75,3 +77,4 @@ class RunResult:
     session_id: str = ""
     abort_reason: str = ""
     undelivered: tuple[str, ...] = ()
+    cached_input_tokens: int = 0

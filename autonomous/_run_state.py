@@ -63,7 +63,7 @@ class RunState:
         cls, cp: Checkpoint, *, goal: str = "", totals: Totals | None = None
     ) -> RunState:
         """The state ``cp`` recorded; ``totals`` when a crashed turn spent more after it."""
-        spent = Totals(cp.turns, cp.input_tokens, cp.output_tokens, cp.cost_usd, cp.model_calls)
+        spent = Totals.from_checkpoint(cp)
         return cls(
             Tally(totals if totals is not None else spent, cp.final_text),
             goal=cp.goal or goal,
@@ -107,6 +107,7 @@ class RunState:
             input_tokens=t.input_tokens,
             output_tokens=t.output_tokens,
             cost_usd=t.cost_usd,
+            cached_input_tokens=t.cached_input_tokens,
             next_prompt=self.next_prompt,
             stop_reason=stop_reason.value if stop_reason is not None else None,
             next_wake_at=next_wake_at,
@@ -143,6 +144,7 @@ class RunState:
             turns=t.turns,
             input_tokens=t.input_tokens,
             output_tokens=t.output_tokens,
+            cached_input_tokens=t.cached_input_tokens,
             cost_usd=t.cost_usd,
             duration=duration,
             done_detail=self.done_detail,

@@ -12,7 +12,9 @@ Spans (nested by the current-span context), named as the GenAI conventions say:
       autonomous.turn        INTERNAL  autonomous.turn
         chat {model}         CLIENT    gen_ai.operation.name, .provider.name, .request.model,
                                        .response.model, .conversation.id, .usage.input_tokens,
-                                       .usage.output_tokens; autonomous.turn, autonomous.cost_usd
+                                       .usage.output_tokens, .usage.cache_read.input_tokens and
+                                       .usage.cache_creation.input_tokens (when not 0: part of
+                                       the input); autonomous.turn, autonomous.cost_usd
         execute_tool {tool}  INTERNAL  gen_ai.operation.name, .tool.name, .tool.call.id,
                                        .tool.type, .conversation.id; autonomous.turn,
                                        autonomous.tool_outcome
@@ -299,6 +301,13 @@ class Telemetry:
         usage = response.usage
         span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
         span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
+        # Only when reported: most providers and every scripted answer have no cache at all.
+        if usage.cached_input_tokens:
+            span.set_attribute("gen_ai.usage.cache_read.input_tokens", usage.cached_input_tokens)
+        if usage.cache_creation_input_tokens:
+            span.set_attribute(
+                "gen_ai.usage.cache_creation.input_tokens", usage.cache_creation_input_tokens
+            )
         span.set_attribute("autonomous.cost_usd", cost_usd)
         if self.capture_content:
             span.set_attribute("gen_ai.output.messages", content.output_messages(response))

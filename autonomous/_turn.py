@@ -174,7 +174,9 @@ class TurnRunner:
         """Count a model call's usage (totals, tracker); its cost."""
         u = response.usage
         cost = self.pricing.cost(u) if not self.pricing.is_zero else 0.0
-        self.tally.totals = self.tally.totals.add_call(u.input_tokens, u.output_tokens, cost)
+        self.tally.totals = self.tally.totals.add_call(
+            u.input_tokens, u.output_tokens, cost, u.cached_input_tokens
+        )
         if self.tracker is not None:
             self.tracker.record(response.model or self.model.name, u, cost)
         return cost

@@ -159,7 +159,8 @@ class Checkpoint:
     counts nothing; ``autonomous ls`` says so rather than show $0. ``agent_version`` is what
     defined the agent that wrote it (the run option of that name: the CLI puts its spec file's
     digest there), so a worker can tell whether it would run the same agent ("" when unsaid);
-    the schema version is the event's own ``v``.
+    the schema version is the event's own ``v``. ``cached_input_tokens``: the part of
+    ``input_tokens`` read from the provider's prompt cache (0 in checkpoints written before it).
     """
 
     turns: int
@@ -183,6 +184,7 @@ class Checkpoint:
     unseen_from: int = 0
     unpriced: bool = False
     agent_version: str = ""
+    cached_input_tokens: int = 0
 
 
 @attrs.frozen

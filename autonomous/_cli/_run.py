@@ -206,6 +206,7 @@ def result_summary(key: SessionKey, result: RunResult) -> dict[str, Any]:
         "reason": result.reason.value,
         "turns": result.turns,
         "input_tokens": result.input_tokens,
+        "cached_input_tokens": result.cached_input_tokens,
         "output_tokens": result.output_tokens,
         "cost_usd": result.cost_usd,
         "duration": round(result.duration, 3),
@@ -227,6 +228,7 @@ def checkpoint_summary(key: SessionKey, cp: Any) -> dict[str, Any]:
         "reason": (cp.stop_reason if ok else None) or StopReason.CONTEXT_CANCELLED.value,
         "turns": cp.turns if ok else 0,
         "input_tokens": cp.input_tokens if ok else 0,
+        "cached_input_tokens": cp.cached_input_tokens if ok else 0,
         "output_tokens": cp.output_tokens if ok else 0,
         "cost_usd": cp.cost_usd if ok else 0.0,
         "duration": None,
@@ -247,7 +249,8 @@ def _print_summary(s: Mapping[str, Any], *, utc: bool, interrupted: bool) -> Non
     if s["outcome"]:
         print(f"outcome   {s['outcome']}")
     print(f"turns     {s['turns']}")
-    print(f"tokens    {s['input_tokens']} in / {s['output_tokens']} out")
+    cached = f" ({s['cached_input_tokens']} cached)" if s["cached_input_tokens"] else ""
+    print(f"tokens    {s['input_tokens']} in{cached} / {s['output_tokens']} out")
     print(f"cost      {cost_text(s['cost_usd'], unpriced=not s.get('priced', True))}")
     if s["duration"] is not None:
         print(f"duration  {s['duration']:.1f} s")

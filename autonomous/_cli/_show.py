@@ -225,6 +225,8 @@ def _describe_checkpoint(cp: Checkpoint, *, utc: bool) -> str:
         f"tokens={cp.input_tokens}/{cp.output_tokens}",
         f"cost={cost_text(cp.cost_usd, unpriced=cp.unpriced)}",
     ]
+    if cp.cached_input_tokens:  # the part of the input read from the provider's prompt cache
+        parts.insert(2, f"cached={cp.cached_input_tokens}")
     if cp.stop_reason:
         parts.append(f"stop={cp.stop_reason}")
     if cp.next_wake_at:
