@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import math
+from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import attrs
 
@@ -82,6 +85,46 @@ def call_budget(opts: RunOptions, totals: Totals, elapsed: float) -> StopReason 
     if opts.max_wallclock and elapsed >= opts.max_wallclock:
         return StopReason.WALLCLOCK_EXCEEDED
     return _spend_exceeded(opts, totals)
+
+
+#: Characters per token of a prompt never measured: JSON text runs at about four.
+CHARS_PER_TOKEN = 4
+
+
+def prompt_chars(messages: Sequence[dict[str, Any]], specs: Sequence[dict[str, Any]]) -> int:
+    """The size of a request's prompt as compact JSON text: its messages and tool specs."""
+    return len(_compact([*messages, *specs]))
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def estimate_input_tokens(chars: int, last_chars: int, last_tokens: int) -> int:
+    """The input tokens of a prompt of ``chars`` characters, from the last call's prompt
+    (``last_chars`` characters that the provider counted as ``last_tokens``).
+
+    A grown prompt is the last one plus the new text at four characters a token; a shrunk one
+    (history dropped) scales the last count; without a last call, four characters a token.
+    """
+    if last_chars <= 0 or last_tokens <= 0:
+        return math.ceil(chars / CHARS_PER_TOKEN)
+    if chars >= last_chars:
+        return last_tokens + math.ceil((chars - last_chars) / CHARS_PER_TOKEN)
+    return math.ceil(last_tokens * chars / last_chars)
+
+
+def call_would_pass(
+    opts: RunOptions, totals: Totals, *, input_tokens: int, most_cost_usd: float
+) -> StopReason | None:
+    """The cap the next model call would pass, with ``input_tokens`` of input and costing at
+    most ``most_cost_usd``: input tokens, then cost (a zero cap is off). Reaching a cap
+    exactly is allowed; the after-the-fact checks stop the run there."""
+    if opts.max_input_tokens and totals.input_tokens + input_tokens > opts.max_input_tokens:
+        return StopReason.MAX_TOKENS_EXCEEDED
+    if opts.max_cost_usd and totals.cost_usd + most_cost_usd > opts.max_cost_usd:
+        return StopReason.MAX_COST_EXCEEDED
+    return None
 
 
 @attrs.frozen

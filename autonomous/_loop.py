@@ -223,10 +223,14 @@ async def _turn(deps: LoopDeps, state: RunState, runner: TurnRunner, turn: int) 
         runner.resume_with(turn, resumed.calls, resumed.first_index)
     else:
         batch = inbox.snapshot()
-        state.tally.totals = state.tally.totals.add_turn()
         prompt = inbox_block(batch, base_prompt)
-        ids = tuple(m.message_id for m in batch)
-        deps.conv.begin_turn(f"{state.steer}\n\n{prompt}" if state.steer else prompt, turn, ids)
+        prompt = f"{state.steer}\n\n{prompt}" if state.steer else prompt
+        # A turn whose first call would pass a cap does not start: its inbox stays undelivered.
+        refused = runner.refused_call({"role": "user", "content": prompt})
+        if refused is not None:
+            return Finish(StopReason.COMPLETED if state.finishing else refused)
+        state.tally.totals = state.tally.totals.add_turn()
+        deps.conv.begin_turn(prompt, turn, tuple(m.message_id for m in batch))
     caller = _turn_caller(batch)
     await deps.observer.turn_started(
         turn, state.failed_attempts + 1, inbox=len(batch), resumed=resumed is not None

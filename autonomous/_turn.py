@@ -10,14 +10,14 @@ import attrs
 
 from eventlog import PermissionDecision
 from permissions import Caller, Gate
-from usage import Pricing, Tracker
+from usage import Pricing, Tracker, max_output_tokens
 
 from ._callers import to_originator
 from ._conversation import Conversation
-from ._decide import Totals, call_budget
+from ._decide import Totals, call_budget, call_would_pass, estimate_input_tokens, prompt_chars
 from ._errors import ModelCallLimit, ModelError, ToolTimeoutError, TurnError
 from ._exit_tools import ControlTools
-from ._model import Model, ModelResponse, ToolCall
+from ._model import Message, Model, ModelResponse, ToolCall
 from ._observer import Observer
 from ._options import RunOptions
 from ._restore import INTERRUPTED
@@ -53,10 +53,16 @@ class _Answer:
 
 @attrs.define
 class Tally:
-    """The run's running totals and last answer text, updated call by call."""
+    """The run's running totals and last answer text, updated call by call, and what the
+    last call's prompt measured (its size in characters, its input tokens as the provider
+    counted them), from which the next call's input is estimated."""
 
     totals: Totals
     final_text: str = ""
+    last_prompt_chars: int = 0
+    last_input_tokens: int = 0
+    #: The most output tokens one call of the run produced (the output reserve of last resort).
+    most_output_tokens: int = 0
 
 
 @attrs.define
@@ -84,6 +90,8 @@ class TurnRunner:
     _resumed: tuple[ToolCall, ...] = attrs.field(default=(), init=False)
     _key_turn: int = attrs.field(default=-1, init=False)  # the turn _key_index counts for
     _key_index: int = attrs.field(default=0, init=False)  # the index of its next tool call
+    _prompt_chars: int = attrs.field(default=0, init=False)  # of the call about to be made
+    _max_output: int | None = attrs.field(default=None, init=False)  # litellm's, looked up once
 
     async def run(self, turn: int, caller: Caller | None) -> str:
         """Run a turn whose prompt is already in the conversation; returns the answer text.
@@ -99,6 +107,9 @@ class TurnRunner:
             self._check_budgets(calls)
             if self.tool_table is not None and await self.tool_table.refresh():
                 self._take_tools(self.tool_table.tools())
+            reason = self.refused_call()
+            if reason is not None:
+                raise BudgetReached(reason)
             response = await self._call_model(turn)
             calls += 1
             if response.text:
@@ -170,6 +181,33 @@ class TurnRunner:
                 f"(max_model_calls_per_turn={calls})"
             )
 
+    def refused_call(self, *new: Message) -> StopReason | None:
+        """The cap the next model call, on the conversation plus ``new`` messages, would pass:
+        its input estimated from the last call's, its most cost with all input uncached and
+        the output reserve (:meth:`_output_reserve`) as output. None when no cap is on."""
+        opts, priced = self.opts, not self.pricing.is_zero
+        if not opts.max_input_tokens and not (opts.max_cost_usd and priced):
+            return None  # measuring the prompt costs a serialisation: only for a cap
+        self._prompt_chars = prompt_chars([*self.conv.messages, *new], self.specs)
+        tally = self.tally
+        tokens = estimate_input_tokens(
+            self._prompt_chars, tally.last_prompt_chars, tally.last_input_tokens
+        )
+        most = self.pricing.uncached_cost(tokens, self._output_reserve()) if priced else 0.0
+        return call_would_pass(opts, tally.totals, input_tokens=tokens, most_cost_usd=most)
+
+    def _output_reserve(self) -> int:
+        """The output a call may produce: the model's ``max_tokens`` keyword, else its limit
+        in litellm's table, else the most output a call of this run has produced."""
+        kwargs = getattr(self.model, "completion_kwargs", None) or {}
+        for key in ("max_tokens", "max_completion_tokens"):
+            value = kwargs.get(key)
+            if isinstance(value, int) and value > 0:
+                return value
+        if self._max_output is None:
+            self._max_output = max_output_tokens(self.model.name) or 0
+        return self._max_output or self.tally.most_output_tokens
+
     def _spent(self, response: ModelResponse) -> float:
         """Count a model call's usage (totals, tracker); its cost."""
         u = response.usage
@@ -177,6 +215,10 @@ class TurnRunner:
         self.tally.totals = self.tally.totals.add_call(
             u.input_tokens, u.output_tokens, cost, u.cached_input_tokens
         )
+        if self._prompt_chars:  # measured by the budget check before this call
+            self.tally.last_prompt_chars, self._prompt_chars = self._prompt_chars, 0
+            self.tally.last_input_tokens = u.input_tokens
+        self.tally.most_output_tokens = max(self.tally.most_output_tokens, u.output_tokens)
         if self.tracker is not None:
             self.tracker.record(response.model or self.model.name, u, cost)
         return cost

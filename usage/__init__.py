@@ -2,7 +2,8 @@
 
 Map:
     _usage.py            Usage: token counts of model calls, added with ``+``
-    _pricing.py          Pricing: USD per million tokens, ``cost(usage)``, ``Pricing.for_model``
+    _pricing.py          Pricing: USD per million tokens, ``cost(usage)``, ``Pricing.for_model``;
+                         ``max_output_tokens(model)`` from the same table
     _litellm_prices.py   the lazy, network-free import of litellm's bundled price table
     _tracker.py          Tracker: one UsageRow per model call, running UsageTotals (all, by model)
     _errors.py           the error tree (UsageError at the root, UnknownModel)
@@ -11,7 +12,7 @@ Importing this package does not import litellm; the first ``Pricing.for_model`` 
 """
 
 from ._errors import UnknownModel, UsageError
-from ._pricing import Pricing
+from ._pricing import Pricing, max_output_tokens
 from ._tracker import Tracker, UsageRow, UsageTotals
 from ._usage import Usage
 
@@ -23,6 +24,7 @@ __all__ = [
     "UsageError",
     "UsageRow",
     "UsageTotals",
+    "max_output_tokens",
 ]
 
 #: Says this package is bounded-autonomous's: ``import autonomous`` refuses a package of the

@@ -116,6 +116,19 @@ class Pricing:
         return cls(**{field: (value or 0.0) * _PER_MTOK for field, value in prices.items()})
 
 
+def max_output_tokens(name: str) -> int | None:
+    """The most output tokens one call of the model ``name`` can produce, from litellm's
+    bundled table (found as :meth:`Pricing.for_model` finds it); None when it is not listed."""
+    from ._litellm_prices import model_cost_table  # lazy: keeps litellm unimported
+
+    try:
+        entry = _find_entry(model_cost_table(), name)
+    except UnknownModel:
+        return None
+    value = entry.get("max_output_tokens") or entry.get("max_tokens")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
 def _find_entry(table: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     candidates = [name]
     if "/" in name:

@@ -116,13 +116,15 @@ class TestToolFailures:
 
 class TestBudgets:
     async def test_input_token_cap_stops_before_the_next_turn(self) -> None:
-        """The input-token cap stops the run once reached."""
-        model = ScriptedModel(default=reply("x"))
-        result = await run_autonomous(builder(model), "go", max_input_tokens=25)
-        assert (StopReason.MAX_TOKENS_EXCEEDED, 3, 30) == (
+        """The input-token cap stops the run before a call that would pass it (the third,
+        estimated at the second's 1,000 tokens plus its new messages), not after it."""
+        model = ScriptedModel(default=reply("x", input_tokens=1000))
+        result = await run_autonomous(builder(model), "go", max_input_tokens=2500)
+        assert (StopReason.MAX_TOKENS_EXCEEDED, 2, 2000, 2) == (
             result.reason,
             result.turns,
             result.input_tokens,
+            model.requests,
         )
 
     async def test_budgets_hold_inside_a_turn(self) -> None:
@@ -142,8 +144,9 @@ class TestBudgets:
             pricing=Pricing(input_per_mtok=1.0),
             tracker=tracker,
         )
-        assert (StopReason.MAX_COST_EXCEEDED, 3.0) == (result.reason, result.cost_usd)
-        assert 3 == tracker.totals.calls and 3.0 == pytest.approx(tracker.totals.cost_usd)
+        # The third call would cost another dollar: past the cap, so it is never made.
+        assert (StopReason.MAX_COST_EXCEEDED, 2.0) == (result.reason, result.cost_usd)
+        assert 2 == tracker.totals.calls and 2.0 == pytest.approx(tracker.totals.cost_usd)
 
     async def test_wallclock_cap_on_an_injected_clock(self) -> None:
         """The wall-clock cap trips on the injected clock, with no real waiting."""

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import usage._litellm_prices
-from usage import Pricing, UnknownModel, UsageError
+from usage import Pricing, UnknownModel, UsageError, max_output_tokens
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -141,3 +141,20 @@ class TestForModelTable:
         fake_table(monkeypatch, {"m": "oops"})
         with pytest.raises(UnknownModel):
             Pricing.for_model("m")
+
+
+class TestMaxOutputTokens:
+    """max_output_tokens: the most one call can produce, from litellm's table."""
+
+    def test_a_listed_model(self) -> None:
+        """gpt-4o-mini lists its output limit (16,384 tokens in litellm's table)."""
+        assert 16384 == max_output_tokens("openai/gpt-4o-mini")
+
+    def test_an_unlisted_model_is_none(self) -> None:
+        """A model litellm does not list has no known limit."""
+        assert None is max_output_tokens("acme/no-such-model-xyz")
+
+    def test_max_tokens_is_the_fallback(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """An entry with only max_tokens gives that; a bad value gives None."""
+        fake_table(monkeypatch, {"m": {"max_tokens": 100}, "b": {"max_output_tokens": "x"}})
+        assert (100, None) == (max_output_tokens("m"), max_output_tokens("b"))
