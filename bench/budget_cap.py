@@ -56,7 +56,9 @@ async def one(cap_tokens: int, cap_usd: float) -> tuple[str, int, float, int, in
 
 async def main() -> None:
     """Print one line per cap."""
-    print("cap                 | stop reason         | spent       | headroom    | calls | last call")
+    print(
+        "cap                 | stop reason         | spent       | headroom    | calls | last call"
+    )
     for tokens in (20_000, 200_000, 1_000_000):
         reason, spent, _, calls, last = await one(tokens, 0.0)
         print(
