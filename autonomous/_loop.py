@@ -31,6 +31,7 @@ from ._observer import Observer
 from ._options import RunOptions
 from ._result import RetryDecision, RunResult, StopReason
 from ._run_state import RunState
+from ._summary import Compactor
 from ._supervisor import AbortRun, PauseRun, Steer, consult, steer_message
 from ._tool_table import ToolTable
 from ._turn import BudgetReached, TurnRunner
@@ -70,6 +71,8 @@ class LoopDeps:
     exit: Exit
     #: The run's tools when MCP servers add to the agent's own (None: the agent's tools).
     tool_table: ToolTable | None = None
+    #: Summarises what the history window cuts (None: cut turns are simply dropped).
+    compactor: Compactor | None = None
 
 
 @attrs.frozen
@@ -226,6 +229,8 @@ async def _turn(deps: LoopDeps, state: RunState, runner: TurnRunner, turn: int) 
         state.tally.totals = state.tally.totals.add_turn()
         prompt = inbox_block(batch, base_prompt)
         ids = tuple(m.message_id for m in batch)
+        if deps.compactor is not None:
+            await deps.compactor.before_turn(deps.conv, turn)
         deps.conv.begin_turn(f"{state.steer}\n\n{prompt}" if state.steer else prompt, turn, ids)
     caller = _turn_caller(batch)
     await deps.observer.turn_started(
