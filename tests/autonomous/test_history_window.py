@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from structlog.testing import capture_logs
 
 from autonomous import (
     Agent,
@@ -20,13 +21,15 @@ from autonomous import (
     run_autonomous,
 )
 from autonomous._conversation import window_start
+from autonomous._models import LiteLLMModel
 from autonomous._options import make_options
 from autonomous.testing import FakeClock
-from autonomous.testing._server import ScriptedServer, call, calls, reply
-from eventlog import MemoryEventLog, SessionRef
+from autonomous.testing._server import ScriptedServer, Step, call, calls, error, reply
+from eventlog import EventKind, HistorySummary, MemoryEventLog, SessionRef
 from scheduler import ExitOnDeferScheduler, SleepScheduler
 
 from ..support.litellm_http import API_KEY, MODEL
+from .helpers import payloads
 from .stores import DurableStore
 
 pytestmark = pytest.mark.anyio
@@ -233,3 +236,127 @@ class TestStablePrefixAcrossResume:
             json.dumps(r) for r in scripted_server.requests
         ]
         assert_stable_outside_cuts(expected, cut_turns(turns, window, 2), per_turn=2)
+
+
+def summary_model(server: ScriptedServer) -> LiteLLMModel:
+    """A cheap summary model, on the same scripted server as the agent's model."""
+    return LiteLLMModel("openai/cheap-model", api_base=server.api_base, api_key=API_KEY)
+
+
+def script_with_summaries(
+    server: ScriptedServer, turns: int, cuts: Mapping[int, Step], *, schedule: bool = False
+) -> None:
+    """:func:`script_turns`, with the summary call's answer ``cuts[t]`` before turn ``t``."""
+    for t in range(1, turns + 1):
+        if t in cuts:
+            server.push(cuts[t])
+        script_turns(server, 1, schedule=schedule)
+
+
+class TestSummaries:
+    async def test_a_cut_block_is_summarised_and_sent_after_the_goal(
+        self, scripted_server: ScriptedServer
+    ) -> None:
+        """Before the cut at turn 9, the summary model summarises turns 1-7; the summary is an
+        event of its own, sent after the goal, and its tokens count in the totals."""
+        summary = reply("disks at 40-46%, nothing to do", input_tokens=900, output_tokens=30)
+        script_with_summaries(scripted_server, 10, {9: summary})
+        ref = SessionRef(MemoryEventLog(), "monitor", "ops", "s")
+        result = await run_autonomous(
+            build_on(scripted_server, ref),
+            "watch the disks",
+            max_turns=10,
+            history_turns=8,
+            history_summary_model=summary_model(scripted_server),
+        )
+        requests = scripted_server.requests
+        asked = requests[16]
+        last = requests[-1]["messages"]
+        events = await payloads(ref, EventKind.HISTORY_SUMMARY, HistorySummary)
+        assert ("cheap-model", []) == (asked["model"], asked.get("tools", []))
+        assert "Turns 1-7, being removed now:" in asked["messages"][1]["content"]
+        assert [(1, 7, 9, "disks at 40-46%, nothing to do")] == [
+            (e.first_turn, e.last_turn, e.turn, e.text) for e in events
+        ]
+        assert "[Summary of turns 1-7] disks at 40-46%, nothing to do" == last[2]["content"]
+        assert (20 * 10 + 900, 20 * 5 + 30) == (result.input_tokens, result.output_tokens)
+
+    async def test_summaries_are_folded_into_one(self, scripted_server: ScriptedServer) -> None:
+        """The second summary is given the first and covers every cut turn; one is sent."""
+        cuts = {9: reply("first summary"), 16: reply("both blocks")}
+        script_with_summaries(scripted_server, 16, cuts)
+        await run_autonomous(
+            build_on(scripted_server, None),
+            "watch",
+            max_turns=16,
+            history_turns=8,
+            history_summary_model=summary_model(scripted_server),
+        )
+        second = scripted_server.requests[2 * 15 + 1]
+        last = scripted_server.requests[-1]["messages"]
+        assert "cheap-model" == second["model"]
+        assert "Summary so far (turns 1-7):\nfirst summary" in second["messages"][1]["content"]
+        assert ["[Summary of turns 1-14] both blocks"] == [
+            m["content"] for m in last if (m.get("content") or "").startswith("[Summary")
+        ]
+
+    async def test_a_failed_summary_drops_the_block_and_the_run_goes_on(
+        self, scripted_server: ScriptedServer
+    ) -> None:
+        """A summary call that fails is logged; the block is cut without a summary."""
+        script_with_summaries(scripted_server, 10, {9: error(500)})
+        ref = SessionRef(MemoryEventLog(), "monitor", "ops", "s")
+        with capture_logs() as logs:
+            result = await run_autonomous(
+                build_on(scripted_server, ref),
+                "watch",
+                max_turns=10,
+                history_turns=8,
+                history_summary_model=summary_model(scripted_server),
+            )
+        last = scripted_server.requests[-1]["messages"]
+        assert (StopReason.MAX_TURNS_EXCEEDED, 10) == (result.reason, result.turns)
+        assert [] == await payloads(ref, EventKind.HISTORY_SUMMARY, HistorySummary)
+        assert ["history_summary_failed"] == [
+            e["event"] for e in logs if e["event"].startswith("history_summ")
+        ]
+        assert not any((m.get("content") or "").startswith("[Summary") for m in last)
+
+    async def test_a_resume_sends_the_summary_the_live_run_wrote(
+        self, scripted_server: ScriptedServer, session: SessionRef
+    ) -> None:
+        """Deferred and resumed every turn, a summarised session sends exactly the requests of
+        one run that slept: the summary is read back from the log, never written twice."""
+        turns = 12
+        options: dict[str, Any] = {"history_turns": 6, "max_turns": 12}
+        cuts = {7: reply("summary of 1-5"), 12: reply("summary of 1-10")}
+        script_with_summaries(scripted_server, turns, cuts, schedule=True)
+        clock = FakeClock(autojump=True)
+        summarizer = summary_model(scripted_server)
+        await run_autonomous(
+            build_on(scripted_server, None),
+            "watch",
+            scheduler=SleepScheduler(clock=clock),
+            clock=clock,
+            history_summary_model=summarizer,
+            **options,
+        )
+        expected = scripted_server.requests
+        scripted_server.reset()
+        script_with_summaries(scripted_server, turns, cuts, schedule=True)
+        clock = FakeClock()
+        build = build_on(scripted_server, session)
+        deferred: dict[str, Any] = {
+            "scheduler": ExitOnDeferScheduler(),
+            "clock": clock,
+            "history_summary_model": summarizer,
+            **options,
+        }
+        result = await run_autonomous(build, "watch", **deferred)
+        while result.reason is StopReason.DEFERRED:
+            clock.advance(60)
+            result = await resume_autonomous(build, session, **deferred)
+        assert [json.dumps(r) for r in expected] == [
+            json.dumps(r) for r in scripted_server.requests
+        ]
+        assert 2 == sum(r["model"] == "cheap-model" for r in expected)
