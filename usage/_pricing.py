@@ -18,6 +18,7 @@ _TABLE_FIELDS = {
     "input_per_mtok": "input_cost_per_token",
     "output_per_mtok": "output_cost_per_token",
     "cached_input_per_mtok": "cache_read_input_token_cost",
+    "cache_creation_input_per_mtok": "cache_creation_input_token_cost",
 }
 
 
@@ -34,13 +35,16 @@ class Pricing:
     """Prices in USD per million tokens; ``cost(usage)`` turns a Usage into dollars.
 
     The billing rule: ``usage.cached_input_tokens`` is the part of ``usage.input_tokens`` that
-    was served from the provider's prompt cache (as litellm reports it: its ``prompt_tokens``
-    include ``prompt_tokens_details.cached_tokens``). Those tokens cost
-    ``cached_input_per_mtok``; the other input tokens cost ``input_per_mtok``; output tokens
-    cost ``output_per_mtok``. When ``cached_input_per_mtok`` is 0 the model has no cache
-    discount, and cached tokens are billed at the input price. Cached tokens beyond
-    ``input_tokens`` (inconsistent data) are not billed twice: at most ``input_tokens`` tokens
-    count as cached.
+    was read from the provider's prompt cache, ``usage.cache_creation_input_tokens`` the part
+    written to it (as litellm reports them: its ``prompt_tokens`` include
+    ``prompt_tokens_details.cached_tokens``, and for Anthropic ``cache_read_input_tokens`` and
+    ``cache_creation_input_tokens`` too). Cache reads cost ``cached_input_per_mtok`` (litellm's
+    ``cache_read_input_token_cost``), cache writes ``cache_creation_input_per_mtok`` (its
+    ``cache_creation_input_token_cost``; Anthropic charges a premium over input), the other
+    input tokens ``input_per_mtok``, output tokens ``output_per_mtok``. A cache price of 0
+    means the model has no such rate: those tokens are billed at the input price. Cache tokens
+    beyond ``input_tokens`` (inconsistent data) are not billed twice: reads count first, then
+    writes, up to ``input_tokens`` together.
     """
 
     input_per_mtok: float = attrs.field(
@@ -52,23 +56,46 @@ class Pricing:
     cached_input_per_mtok: float = attrs.field(
         default=0.0, converter=float, validator=_non_negative_finite
     )
+    cache_creation_input_per_mtok: float = attrs.field(
+        default=0.0, converter=float, validator=_non_negative_finite
+    )
 
     @property
     def is_zero(self) -> bool:
         """True when every price is zero, so every cost is zero (no pricing configured)."""
-        prices = (self.input_per_mtok, self.output_per_mtok, self.cached_input_per_mtok)
+        prices = (
+            self.input_per_mtok,
+            self.output_per_mtok,
+            self.cached_input_per_mtok,
+            self.cache_creation_input_per_mtok,
+        )
         return not any(prices)
 
     def cost(self, usage: Usage) -> float:
         """Return the USD cost of ``usage`` under these prices (see the class docstring)."""
-        cached = min(max(usage.cached_input_tokens, 0), max(usage.input_tokens, 0))
-        uncached = max(usage.input_tokens, 0) - cached
-        cached_price = self.cached_input_per_mtok or self.input_per_mtok
+        total_input = max(usage.input_tokens, 0)
+        cached = min(max(usage.cached_input_tokens, 0), total_input)
+        written = min(max(usage.cache_creation_input_tokens, 0), total_input - cached)
+        uncached = total_input - cached - written
         total = (
             uncached * self.input_per_mtok
-            + cached * cached_price
+            + cached * (self.cached_input_per_mtok or self.input_per_mtok)
+            + written * (self.cache_creation_input_per_mtok or self.input_per_mtok)
             + max(usage.output_tokens, 0) * self.output_per_mtok
         )
+        return total / _PER_MTOK
+
+    def uncached_cost(self, input_tokens: int, output_tokens: int) -> float:
+        """The most ``input_tokens`` and ``output_tokens`` can cost: no input read from a cache.
+
+        Input is priced at the highest of its rates, the input rate unless a cache write costs
+        a premium over it (Anthropic), so a budget check that uses this never underestimates a
+        call, whatever part of its input the provider reads from or writes to its cache.
+        """
+        input_price = max(
+            self.input_per_mtok, self.cached_input_per_mtok, self.cache_creation_input_per_mtok
+        )
+        total = max(input_tokens, 0) * input_price + max(output_tokens, 0) * self.output_per_mtok
         return total / _PER_MTOK
 
     @classmethod

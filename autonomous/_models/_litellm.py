@@ -5,7 +5,8 @@ thread so the event loop keeps running meanwhile, with its bundled catalogs (see
 Retries belong to the run's retry policy: unless the caller passes ``num_retries`` or
 ``max_retries``, both are 0, so neither litellm nor the OpenAI SDK under it repeats a failed call.
 Every failure becomes a :class:`ModelError` with litellm's exception as the ``__cause__``;
-cancellation is never caught, and it aborts the HTTP request in flight.
+cancellation is never caught, and it aborts the HTTP request in flight. Requests to Anthropic
+models carry prompt-cache breakpoints (``_cache_control.py``), on the copy sent only.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from usage import Usage
 from .._errors import ModelError
 from .._model import Message, ModelResponse, ToolCall
 from ..retry import parse_retry_after
+from ._cache_control import uses_cache_breakpoints, with_cache_breakpoints
 from ._import import import_litellm
 
 __all__ = ["LiteLLMModel"]
@@ -44,6 +46,7 @@ class LiteLLMModel:
 
     _model: str
     _kwargs: dict[str, Any]
+    _breakpoints: bool | None
 
     def __init__(self, model: str, **completion_kwargs: Any) -> None:
         if not model.strip():
@@ -54,6 +57,7 @@ class LiteLLMModel:
             check_local_model(model)
         self._model = model
         self._kwargs = dict(completion_kwargs)
+        self._breakpoints = None  # decided at the first call, once litellm is imported
 
     @property
     def name(self) -> str:
@@ -79,10 +83,11 @@ class LiteLLMModel:
 
             register_local_models()  # idempotent
         kwargs = self._call_kwargs(tools)
+        sent = copy.deepcopy(list(messages))
+        if self._uses_breakpoints(litellm):
+            sent = with_cache_breakpoints(sent)
         try:
-            response = await litellm.acompletion(
-                model=self._model, messages=copy.deepcopy(list(messages)), **kwargs
-            )
+            response = await litellm.acompletion(model=self._model, messages=sent, **kwargs)
             if kwargs.get("stream"):
                 return await _collect_stream(response, self._model)
         except ModelError:
@@ -90,6 +95,18 @@ class LiteLLMModel:
         except Exception as exc:  # BaseException (cancellation) is never caught
             raise _model_error(self._model, exc) from exc
         return _to_response(response, self._model)
+
+    def _uses_breakpoints(self, litellm: Any) -> bool:
+        """Whether this model's provider (as litellm routes the model string) is Anthropic's."""
+        if self._breakpoints is None:
+            try:
+                _, provider, _, _ = litellm.get_llm_provider(
+                    model=self._model, custom_llm_provider=self._kwargs.get("custom_llm_provider")
+                )
+            except Exception:  # a model litellm cannot route fails at the call, said there
+                provider = ""
+            self._breakpoints = uses_cache_breakpoints(self._model, str(provider))
+        return self._breakpoints
 
     def _call_kwargs(self, tools: Sequence[dict[str, Any]]) -> dict[str, Any]:
         """The keywords for one call: the caller's, plus no retries and usage in streams."""
@@ -122,12 +139,23 @@ def _count(value: Any) -> int:
 
 
 def _to_usage(raw: Any) -> Usage:
-    """Our Usage from an OpenAI-style usage object (missing counts are 0)."""
+    """Our Usage from an OpenAI-style usage object (missing counts are 0).
+
+    Cache reads are ``prompt_tokens_details.cached_tokens`` (OpenAI, and where litellm puts
+    Anthropic's), else Anthropic's ``cache_read_input_tokens`` as litellm also surfaces it;
+    cache writes are Anthropic's ``cache_creation_input_tokens`` (or litellm's
+    ``prompt_tokens_details.cache_creation_tokens``). litellm's ``prompt_tokens`` include both.
+    """
     details = _field(raw, "prompt_tokens_details")
     return Usage(
         input_tokens=_count(_field(raw, "prompt_tokens")),
         output_tokens=_count(_field(raw, "completion_tokens")),
-        cached_input_tokens=_count(_field(details, "cached_tokens")),
+        cached_input_tokens=_count(
+            _field(details, "cached_tokens") or _field(raw, "cache_read_input_tokens")
+        ),
+        cache_creation_input_tokens=_count(
+            _field(raw, "cache_creation_input_tokens") or _field(details, "cache_creation_tokens")
+        ),
     )
 
 

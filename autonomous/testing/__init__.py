@@ -4,7 +4,8 @@
 
 ``ScriptedModel`` answers from a script without any network, for unit tests of agents and for
 benchmarks that must not measure HTTP. ``ScriptedServer`` is an OpenAI-compatible HTTP server on
-127.0.0.1 for tests that go through litellm's real HTTP path.
+127.0.0.1 for tests that go through litellm's real HTTP path; ``ScriptedServer(prefix_cache=True)``
+bills each prompt as OpenAI's prefix caching would (:class:`PrefixCache`, usable on its own too).
 
 Both refuse what OpenAI refuses (an unanswered tool call, a tool message answering no call, a
 bad role or content, a malformed tool, a lone surrogate): the server with an HTTP 400, the
@@ -16,6 +17,8 @@ Map:
     _server.py    ScriptedServer, the scripted OpenAI-compatible HTTP server
     _steps.py     the steps the server plays (reply, call, error, hang ...) and their bodies
     _rules.py     what OpenAI refuses in a request (both check it)
+    _watch.py     watch_rejections, where refusals are reported
+    _prefix_cache.py  PrefixCache: prompt and cached tokens as OpenAI's prefix caching bills them
 """
 
 from __future__ import annotations
@@ -31,8 +34,10 @@ from usage import Usage
 
 from .._model import Message, ModelResponse, ToolCall
 from . import _server as server
+from ._prefix_cache import PrefixCache, PromptUsage
 from ._rules import ConversationRejected, Rejection, check_chat_request
-from ._server import ScriptedServer, report_rejection, watch_rejections
+from ._server import ScriptedServer
+from ._watch import report_rejection, watch_rejections
 
 #: A script step: a response, an exception to raise, or a function of the request.
 Step = (
@@ -206,6 +211,8 @@ class ScriptedModel:
 __all__ = [
     "ConversationRejected",
     "FakeClock",
+    "PrefixCache",
+    "PromptUsage",
     "Rejection",
     "ScriptExhausted",
     "ScriptedModel",

@@ -22,6 +22,12 @@ call left unanswered, a tool message answering no call, a bad role, content or t
 surrogate) with an HTTP 400 and an OpenAI-shaped error body, before it plays any step. Each
 refusal is kept in :attr:`ScriptedServer.rejections` and handed to the innermost
 :func:`watch_rejections` block, so a test suite can fail any test whose runtime sent one.
+
+``ScriptedServer(prefix_cache=True)`` bills prompts as OpenAI does (:mod:`._prefix_cache`): an
+answer's ``prompt_tokens`` are estimated from the request itself and its ``cached_tokens`` are the
+prefix the session's earlier requests had, in 128-token blocks from 1,024; the scripted
+``input_tokens`` and ``cached_tokens`` of a step are then ignored, its ``output_tokens`` kept.
+What each answered request was billed is in :attr:`ScriptedServer.prompt_usage`.
 """
 
 from __future__ import annotations
@@ -39,6 +45,9 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import attrs
+
+from ._prefix_cache import PrefixCache, PromptUsage
 from ._rules import INVALID_JSON, Rejection, check_chat_request
 from ._steps import (
     AnswerStep,
@@ -56,12 +65,15 @@ from ._steps import (
     hang,
     reply,
 )
+from ._watch import report_rejection, watch_rejections
 
 __all__ = [
     "AnswerStep",
     "DelayStep",
     "ErrorStep",
     "HangStep",
+    "PrefixCache",
+    "PromptUsage",
     "Rejection",
     "ScriptedServer",
     "ScriptedToolCall",
@@ -81,36 +93,6 @@ _MODELS_PATHS = frozenset({"/v1/models", "/models"})
 _POLL = 0.02
 #: How long ``close()`` waits for a connection thread before calling it a bug (seconds).
 _JOIN_TIMEOUT = 5.0
-
-# The open watch_rejections blocks, innermost last; handler threads report into them.
-_watches: list[list[Rejection]] = []
-_watches_lock = threading.Lock()
-
-
-@contextlib.contextmanager
-def watch_rejections() -> Iterator[list[Rejection]]:
-    """Collect every request refused (by a ScriptedServer or ScriptedModel) inside the block.
-
-    Blocks nest: a refusal goes to the innermost open block only, so a test that provokes one
-    on purpose can take it in its own block and leave a suite-wide watch clean.
-    """
-    seen: list[Rejection] = []
-    with _watches_lock:
-        _watches.append(seen)
-    try:
-        yield seen
-    finally:
-        with _watches_lock:
-            # By identity: two empty lists are equal, and an outer block must stay open.
-            del _watches[next(i for i, w in enumerate(_watches) if w is seen)]
-
-
-def report_rejection(rejection: Rejection) -> None:
-    """Hand ``rejection`` to the innermost open :func:`watch_rejections` block, if any."""
-    with _watches_lock:
-        if _watches:
-            _watches[-1].append(rejection)
-
 
 # --------------------------------------------------------------------------- HTTP
 
@@ -298,6 +280,10 @@ class ScriptedServer:
     Use it as a context manager (or call :meth:`start` and :meth:`close`). ``steps`` are queued
     at once; :meth:`push` queues more. Each chat request takes the next step, or :attr:`default`
     when the queue is empty. Every attribute is safe to read from any thread.
+
+    ``prefix_cache=True`` (or a :class:`PrefixCache` of your own, to share one between servers)
+    makes each answer's prompt and cached tokens those a provider with prefix caching would
+    report for the request (see the module docstring).
     """
 
     def __init__(
@@ -305,11 +291,15 @@ class ScriptedServer:
         *steps: Step,
         default: Step | None = None,
         models: Sequence[str] = ("scripted-model",),
+        prefix_cache: bool | PrefixCache = False,
     ) -> None:
         #: Played when the queue is empty; a 500 "script exhausted" error unless set.
         self.default: Step = default if default is not None else ErrorStep(500, "script exhausted")
         #: The model ids ``GET /v1/models`` lists.
         self.models: tuple[str, ...] = tuple(models)
+        #: The simulated provider cache, or None when answers carry their scripted usage.
+        self.prefix_cache: PrefixCache | None = _prefix_cache(prefix_cache)
+        self._prompt_usage: list[PromptUsage] = []
         self._lock = threading.Lock()
         self._queue: collections.deque[Step] = collections.deque(steps)
         self._requests: list[dict[str, Any]] = []
@@ -404,6 +394,15 @@ class ScriptedServer:
             return list(self._rejections)
 
     @property
+    def prompt_usage(self) -> list[PromptUsage]:
+        """With ``prefix_cache``: the prompt usage billed to each answered request, oldest first.
+
+        Only requests answered with text or tool calls are billed (not refusals, errors or hangs).
+        """
+        with self._lock:
+            return list(self._prompt_usage)
+
+    @property
     def request_count(self) -> int:
         """How many chat requests the server has received."""
         with self._lock:
@@ -427,7 +426,10 @@ class ScriptedServer:
             self._queue.clear()
             self._requests.clear()
             self._rejections.clear()
+            self._prompt_usage.clear()
             self._disconnects = 0
+        if self.prefix_cache is not None:
+            self.prefix_cache.clear()
 
     # called by handler threads -------------------------------------------------
 
@@ -435,7 +437,23 @@ class ScriptedServer:
         with self._lock:
             self._requests.append(body)
             step = self._queue.popleft() if self._queue else self.default
-            return len(self._requests), step
+            request_no = len(self._requests)
+        return request_no, self._bill(body, step)
+
+    def _bill(self, body: dict[str, Any], step: Step) -> Step:
+        """``step`` with the prompt usage the prefix cache reports for ``body`` (when on)."""
+        if self.prefix_cache is None:
+            return step
+        if isinstance(step, DelayStep):
+            return attrs.evolve(step, step=self._bill(body, step.step))
+        if not isinstance(step, AnswerStep):
+            return step
+        billed = self.prefix_cache.observe(body)
+        with self._lock:
+            self._prompt_usage.append(billed)
+        return attrs.evolve(
+            step, input_tokens=billed.prompt_tokens, cached_tokens=billed.cached_tokens
+        )
 
     def _reject(self, body: dict[str, Any] | None, rejection: Rejection) -> None:
         with self._lock:
@@ -463,6 +481,14 @@ class ScriptedServer:
     def _unregister(self, conn: socket.socket) -> None:
         with self._lock:
             self._connections.discard(conn)
+
+
+def _prefix_cache(option: bool | PrefixCache) -> PrefixCache | None:
+    if isinstance(option, PrefixCache):
+        return option
+    if not isinstance(option, bool):
+        raise TypeError(f"prefix_cache must be a bool or a PrefixCache, got {option!r}")
+    return PrefixCache() if option else None
 
 
 def _shutdown_socket(conn: socket.socket) -> None:

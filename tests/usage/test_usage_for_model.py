@@ -34,6 +34,11 @@ class TestForModelWithLitellm:
             pricing.cached_input_per_mtok > 0,
         )
 
+    def test_an_anthropic_model_has_a_cache_write_price(self) -> None:
+        """Claude models list a cache-write rate above their input rate."""
+        pricing = Pricing.for_model("anthropic/claude-sonnet-4-5")
+        assert pricing.cache_creation_input_per_mtok > pricing.input_per_mtok > 0
+
     def test_prefix_and_bare_name_agree(self) -> None:
         """The prefixed name finds the same entry as the bare name."""
         assert Pricing.for_model("gpt-4o-mini") == Pricing.for_model("openai/gpt-4o-mini")
@@ -87,10 +92,11 @@ class TestForModelTable:
                     "input_cost_per_token": 1e-6,
                     "output_cost_per_token": 2e-6,
                     "cache_read_input_token_cost": 5e-7,
+                    "cache_creation_input_token_cost": 1.25e-6,
                 }
             },
         )
-        assert Pricing(1.0, 2.0, 0.5) == Pricing.for_model("m")
+        assert Pricing(1.0, 2.0, 0.5, 1.25) == Pricing.for_model("m")
 
     def test_full_name_wins_over_bare_name(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """When both the prefixed and the bare name are listed, the prefixed entry is used."""

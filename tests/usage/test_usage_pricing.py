@@ -31,7 +31,13 @@ class TestPricingConstruction:
         assert isinstance(Pricing(input_per_mtok=2).input_per_mtok, float)
 
     @pytest.mark.parametrize(
-        "field", ["input_per_mtok", "output_per_mtok", "cached_input_per_mtok"]
+        "field",
+        [
+            "input_per_mtok",
+            "output_per_mtok",
+            "cached_input_per_mtok",
+            "cache_creation_input_per_mtok",
+        ],
     )
     @pytest.mark.parametrize("bad", [-0.01, math.nan, math.inf, -math.inf])
     def test_rejects_negative_and_non_finite(self, field: str, bad: float) -> None:
@@ -46,10 +52,11 @@ class TestPricingConstruction:
 
     def test_is_zero(self) -> None:
         """is_zero is true only when every price is zero."""
-        assert (True, False, False) == (
+        assert (True, False, False, False) == (
             Pricing().is_zero,
             Pricing(output_per_mtok=0.1).is_zero,
             Pricing(cached_input_per_mtok=0.1).is_zero,
+            Pricing(cache_creation_input_per_mtok=0.1).is_zero,
         )
 
 
@@ -73,6 +80,40 @@ class TestPricingCost:
         """Inconsistent data (more cached than input tokens) counts at most all input as cached."""
         pricing = Pricing(input_per_mtok=2.0, cached_input_per_mtok=0.5)
         assert close(0.5, pricing.cost(Usage(1_000_000, 0, 5_000_000)))
+
+    def test_cache_writes_use_the_cache_creation_price(self) -> None:
+        """Tokens written to the cache cost the creation price; reads and the rest their own."""
+        pricing = Pricing(2.0, 0.0, 0.5, cache_creation_input_per_mtok=2.5)
+        usage = Usage(
+            1_000_000, 0, cached_input_tokens=200_000, cache_creation_input_tokens=300_000
+        )
+        assert close(0.5 * 2.0 + 0.2 * 0.5 + 0.3 * 2.5, pricing.cost(usage))
+
+    def test_zero_creation_price_bills_writes_as_input(self) -> None:
+        """A model with no cache-write rate bills written tokens at the input price."""
+        usage = Usage(1_000_000, 0, cache_creation_input_tokens=300_000)
+        assert close(2.0, Pricing(input_per_mtok=2.0).cost(usage))
+
+    def test_reads_and_writes_beyond_input_are_not_billed_twice(self) -> None:
+        """Reads count first, then writes, up to the input tokens together."""
+        pricing = Pricing(2.0, 0.0, 0.5, cache_creation_input_per_mtok=2.5)
+        usage = Usage(
+            1_000_000, 0, cached_input_tokens=800_000, cache_creation_input_tokens=900_000
+        )
+        assert close(0.8 * 0.5 + 0.2 * 2.5, pricing.cost(usage))
+
+    def test_uncached_cost_is_the_most_a_call_can_cost(self) -> None:
+        """Input at the higher of the input and cache-write rates, output at the output rate."""
+        assert close(
+            1.0 * 2.5 + 0.5 * 8.0, Pricing(2.0, 8.0, 0.5, 2.5).uncached_cost(10**6, 5 * 10**5)
+        )
+        assert close(2.0, Pricing(2.0, 8.0, 0.5).uncached_cost(10**6, 0))
+
+    @given(pricings, usages())
+    def test_uncached_cost_bounds_the_cost(self, pricing: Pricing, a: Usage) -> None:
+        """No usage costs more than its tokens at the uncached rates."""
+        bound = pricing.uncached_cost(a.input_tokens, a.output_tokens)
+        assert pricing.cost(a) <= bound * (1 + 1e-9) + 1e-12
 
     def test_zero_pricing_costs_nothing(self) -> None:
         """The default Pricing prices any usage at zero."""

@@ -21,8 +21,8 @@ class TestUsage:
         )
 
     def test_add_adds_each_field(self) -> None:
-        """Adding two usages adds input, output and cached tokens separately."""
-        assert Usage(11, 22, 3) == Usage(10, 20, 1) + Usage(1, 2, 2)
+        """Adding two usages adds input, output, cache read and cache write tokens separately."""
+        assert Usage(11, 22, 3, 5) == Usage(10, 20, 1, 4) + Usage(1, 2, 2, 1)
 
     def test_total_tokens(self) -> None:
         """total_tokens is input plus output."""

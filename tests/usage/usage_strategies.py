@@ -11,15 +11,16 @@ MAX_TOKENS = 10**9
 
 @st.composite
 def usages(draw: st.DrawFn) -> Usage:
-    """A well-formed Usage: cached input tokens are part of the input tokens."""
+    """A well-formed Usage: cache reads and writes are parts of the input tokens."""
     input_tokens = draw(st.integers(0, MAX_TOKENS))
     cached = draw(st.integers(0, input_tokens))
-    return Usage(input_tokens, draw(st.integers(0, MAX_TOKENS)), cached)
+    written = draw(st.integers(0, input_tokens - cached))
+    return Usage(input_tokens, draw(st.integers(0, MAX_TOKENS)), cached, written)
 
 
 prices = st.floats(min_value=0.0, max_value=1000.0, allow_nan=False, allow_infinity=False)
 
-pricings = st.builds(Pricing, prices, prices, prices)
+pricings = st.builds(Pricing, prices, prices, prices, prices)
 
 costs = st.floats(min_value=0.0, max_value=100.0, allow_nan=False, allow_infinity=False)
 
