@@ -153,6 +153,7 @@ def describe(restored: Restored) -> dict[str, Any]:
         "checkpoint_seq": restored.checkpoint_seq,
         "turns": restored.totals.turns,
         "history_messages": len(restored.history),
+        "history_from_turn": restored.first_turn,
         "pending_inbox": len(restored.pending),
         "unfinished_turn": restored.unfinished is not None,
         "open_calls": len(restored.unfinished.calls) if restored.unfinished else 0,
