@@ -12,6 +12,7 @@ from eventlog import (
     Event,
     EventKind,
     EventLog,
+    HistorySummary,
     Lease,
     Payload,
     SessionKey,
@@ -24,6 +25,43 @@ from ._model import Message, ModelResponse
 from ._results import ToolOutcome
 
 
+def window_start(turn: int, window: int, keep: int) -> int:
+    """The first turn number the model is sent while turn ``turn`` runs.
+
+    ``window`` is the most turns sent (0: all), ``keep`` the turns a full window is cut down
+    to (``keep == window``: one turn dropped per turn, a sliding window). The window holds
+    turns ``1..turn`` until it is full, then it is cut to its ``keep`` newest turns and grows
+    again: a pure function of the turn number, so that a resumed run cuts where its live run
+    cut (turn numbers count every attempt, from the session's first turn).
+    """
+    if not window or turn <= window:
+        return 1
+    keep = min(max(keep, 1), window)
+    length = keep + (turn - window - 1) % (window - keep + 1)
+    return turn - length + 1
+
+
+@attrs.frozen
+class Window:
+    """A history window: at most ``turns`` turns (0: all), a full one cut to ``keep``."""
+
+    turns: int = 0
+    keep: int = 0
+
+    def start(self, turn: int) -> int:
+        """The first turn number sent while turn ``turn`` runs (see :func:`window_start`)."""
+        return window_start(turn, self.turns, self.keep)
+
+
+@attrs.frozen
+class DroppedBlock:
+    """Turns about to be cut from the window: their numbers and messages (for a summary)."""
+
+    first_turn: int
+    last_turn: int
+    messages: list[Message]
+
+
 @attrs.define(eq=False)
 class Conversation:
     """The message list sent to the model, plus a buffer of events not yet in the log.
@@ -32,64 +70,109 @@ class Conversation:
     results and the new answer in one commit), so the log costs one commit per call and a
     call's tokens are durable before its tools run. A failed attempt is cut from the messages
     (its events stay in the log) so a retry starts from the same state.
+
+    The messages are: the system prompt (never changed), then, once the window has cut its
+    first turn, the goal in a message of its own and the summary of the cut turns (when there
+    is one), then the kept turns. Only a cut changes anything before the newest turn, so the
+    prefix a provider caches holds from one model call to the next.
     """
 
     log: EventLog
     key: SessionKey
     system_prompt: str
     author: str
-    window: int = attrs.field(default=0, kw_only=True)
+    #: Which turns are sent (the default: all of them).
+    window: Window = attrs.field(factory=Window, kw_only=True)
     messages: list[Message] = attrs.field(init=False)
     goal: str = attrs.field(default="", init=False)
+    #: The latest summary of cut turns (None: none written).
+    summary: HistorySummary | None = attrs.field(default=None, init=False)
     #: The run's lease on the session, which fences every append (None: not leased).
     lease: Lease | None = attrs.field(default=None, init=False)
-    _base: int = attrs.field(init=False)
+    _head: int = attrs.field(init=False)  # where the goal and summary messages begin
+    _base: int = attrs.field(init=False)  # where the kept turns begin
+    _first: int = attrs.field(default=1, init=False)  # the first turn number the window keeps
     _turn_start: int = attrs.field(init=False)
     _pending: list[Event] = attrs.field(factory=list, init=False)
-    #: Where each kept turn begins in ``messages``.
-    _starts: list[int] = attrs.field(factory=list, init=False)
-    _trimmed: bool = attrs.field(default=False, init=False)
+    #: The (turn number, index in ``messages``) of each kept turn.
+    _turns: list[tuple[int, int]] = attrs.field(factory=list, init=False)
 
     def __attrs_post_init__(self) -> None:
         prompt = self.system_prompt
         self.messages = [{"role": "system", "content": prompt}] if prompt else []
-        self._base = self._turn_start = len(self.messages)
+        self._head = self._base = self._turn_start = len(self.messages)
 
-    def load(self, history: list[Message], *, unfinished: int = 0) -> None:
+    def load(
+        self,
+        history: list[Message],
+        *,
+        unfinished: int = 0,
+        turns: Sequence[int] = (),
+        first_turn: int = 1,
+        summary: HistorySummary | None = None,
+    ) -> None:
         """Put a resumed session's history (already windowed) after the system message.
 
-        Its last ``unfinished`` messages are the committed prefix of a turn the resumed run
-        goes on with: they are the current turn's (a failed attempt cuts them too).
+        ``turns`` are the numbers of its turns, one per user message; ``first_turn`` is where
+        the window began, ``summary`` the latest summary of cut turns. Its last
+        ``unfinished`` messages are the committed prefix of a turn the resumed run goes on
+        with: they are the current turn's (a failed attempt cuts them too).
         """
+        self.summary, self._first = summary, first_turn
+        self._set_header()
         self.messages[self._base :] = history
-        self._starts = [i + self._base for i, m in enumerate(history) if m.get("role") == "user"]
-        self._trim()
+        starts = [i + self._base for i, m in enumerate(history) if m.get("role") == "user"]
+        self._turns = list(zip(turns, starts, strict=True)) if turns else []
         self._turn_start = len(self.messages) - unfinished
 
-    def _trim(self) -> None:
-        """Keep only the newest ``window`` turns; the goal stays in the system message."""
-        if not self.window or len(self._starts) < self.window:
-            return
-        cut = self._starts[-self.window + 1] if self.window > 1 else len(self.messages)
-        removed = cut - self._base
-        if removed <= 0:
-            return
-        del self.messages[self._base : cut]
-        self._starts = [s - removed for s in self._starts if s >= cut]
-        if not self._trimmed:
-            self._trimmed = True
-            self._pin_goal()
+    def dropped_by(self, turn: int) -> DroppedBlock | None:
+        """The turns that starting turn ``turn`` cuts from the window (None: none)."""
+        first = self.window.start(turn)
+        cut = [(n, i) for n, i in self._turns if n < first]
+        if not cut:
+            return None
+        end = self._turns[len(cut)][1] if len(cut) < len(self._turns) else len(self.messages)
+        return DroppedBlock(cut[0][0], cut[-1][0], self.messages[cut[0][1] : end])
 
-    def _pin_goal(self) -> None:
-        note = f"[Goal of this run] {self.goal}" if self.goal else ""
-        note += "\n[Context] Only the most recent turns are shown; earlier turns are in the log."
-        text = f"{self.system_prompt}\n\n{note}" if self.system_prompt else note
-        if self._base:
-            self.messages[0] = {"role": "system", "content": text}
-        else:
-            self.messages.insert(0, {"role": "system", "content": text})
-            self._base = 1
-            self._starts = [s + 1 for s in self._starts]
+    def set_summary(self, summary: HistorySummary) -> None:
+        """Send ``summary`` after the goal from now on (it replaces the one before)."""
+        self.summary = summary
+        self._set_header()
+
+    def _cut(self, turn: int) -> None:
+        """Keep only the turns the window holds while ``turn`` runs (see window_start)."""
+        first = self.window.start(turn)
+        if first == self._first:
+            return
+        self._first = first
+        kept = [(n, i) for n, i in self._turns if n >= first]
+        cut = kept[0][1] if kept else len(self.messages)
+        removed = cut - self._base
+        del self.messages[self._base : cut]
+        self._turns = [(n, i - removed) for n, i in kept]
+        self._set_header()
+
+    def _set_header(self) -> None:
+        """Put the goal and summary messages between the system prompt and the turns."""
+        header = self._header()
+        shift = len(header) - (self._base - self._head)
+        self.messages[self._head : self._base] = header
+        self._base += shift
+        self._turns = [(n, i + shift) for n, i in self._turns]
+
+    def _header(self) -> list[Message]:
+        if self._first <= 1:
+            return []
+        note = f"[Goal of this run] {self.goal}\n" if self.goal else ""
+        note += "[Context] Only the most recent turns are shown; earlier turns are in the log" + (
+            "; a summary of them follows." if self.summary else "."
+        )
+        header: list[Message] = [{"role": "user", "content": note}]
+        if self.summary is not None:
+            s = self.summary
+            text = f"[Summary of turns {s.first_turn}-{s.last_turn}] {s.text}"
+            header.append({"role": "user", "content": text})
+        return header
 
     def record(self, payload: Payload) -> None:
         """Buffer an event for the next flush."""
@@ -113,17 +196,17 @@ class Conversation:
         self._pending = []
 
     def begin_turn(self, prompt: str, turn: int, inbox_ids: tuple[str, ...] = ()) -> None:
-        """Start a turn: remember where it began and add its prompt (trimming old turns).
+        """Start a turn: remember where it began and add its prompt (cutting old turns: call
+        :meth:`dropped_by` first to summarise them).
 
         ``inbox_ids`` names the inbox messages in the prompt: a resume that goes on with this
         turn knows that the model has seen them.
         """
         if not self.goal:
             self.goal = prompt
-        self._trim()
+        self._cut(turn)
         self._turn_start = len(self.messages)
-        if self.window:
-            self._starts.append(self._turn_start)
+        self._turns.append((turn, self._turn_start))
         self.messages.append({"role": "user", "content": prompt})
         self.record(UserMessage(text=prompt, turn=turn, inbox_ids=inbox_ids))
 
@@ -149,8 +232,8 @@ class Conversation:
     def abandon_turn(self) -> None:
         """Cut a failed attempt's messages so the model never sees half a turn."""
         del self.messages[self._turn_start :]
-        if self._starts and self._starts[-1] >= self._turn_start:
-            self._starts.pop()
+        if self._turns and self._turns[-1][1] >= self._turn_start:
+            self._turns.pop()
 
     def add_answer(self, response: ModelResponse, turn: int, cost_usd: float) -> None:
         """Add the model's answer (and buffer its event with the call's usage)."""

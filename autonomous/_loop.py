@@ -31,6 +31,7 @@ from ._observer import Observer
 from ._options import RunOptions
 from ._result import RetryDecision, RunResult, StopReason
 from ._run_state import RunState
+from ._summary import Compactor
 from ._supervisor import AbortRun, PauseRun, Steer, consult, steer_message
 from ._tool_table import ToolTable
 from ._turn import BudgetReached, TurnRunner
@@ -70,6 +71,8 @@ class LoopDeps:
     exit: Exit
     #: The run's tools when MCP servers add to the agent's own (None: the agent's tools).
     tool_table: ToolTable | None = None
+    #: Summarises what the history window cuts (None: cut turns are simply dropped).
+    compactor: Compactor | None = None
 
 
 @attrs.frozen
@@ -224,6 +227,8 @@ async def _turn(deps: LoopDeps, state: RunState, runner: TurnRunner, turn: int) 
     else:
         batch = inbox.snapshot()
         prompt = inbox_block(batch, base_prompt)
+        if deps.compactor is not None:
+            await deps.compactor.before_turn(deps.conv, turn)
         prompt = f"{state.steer}\n\n{prompt}" if state.steer else prompt
         # A turn whose first call would pass a cap does not start: its inbox stays undelivered.
         refused = runner.refused_call({"role": "user", "content": prompt})

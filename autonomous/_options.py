@@ -14,6 +14,7 @@ from scheduler import Clock, Scheduler, SystemClock
 from usage import Pricing, Tracker
 
 from ._errors import ConfigurationError
+from ._model import Model
 from ._progress import ProgressCallback
 from ._result import RetryDecision
 from ._supervisor import SupervisorFunction
@@ -114,6 +115,24 @@ def _positive_seconds(default: float) -> Any:
     )
 
 
+#: How the history window is kept when it is full (see :class:`RunOptions`).
+HISTORY_MODES = ("blocks", "sliding")
+
+
+def _check_history(_options: RunOptions, _field: attrs.Attribute[str], value: object) -> None:
+    if value not in HISTORY_MODES:
+        raise ConfigurationError(f"history must be 'blocks' or 'sliding', got {value!r}")
+
+
+def _check_summary_model(_options: RunOptions, _field: attrs.Attribute[Any], value: object) -> None:
+    if value is None or isinstance(value, Model):
+        return
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigurationError(
+            f"history_summary_model must be a litellm model string, a Model or None, got {value!r}"
+        )
+
+
 #: The default clock; it keeps no state, so every run shares one.
 _SYSTEM_CLOCK = SystemClock()
 
@@ -124,6 +143,18 @@ class RunOptions:
 
     Each field checks (and where needed converts) itself: seconds become floats, outcomes a
     tuple; a bad value raises :class:`ConfigurationError` naming the option.
+
+    History: the model is sent at most ``history_turns`` turns (0 = every turn), the newest
+    turn always among them. With ``history="blocks"`` (the default) a full window is cut at
+    once down to its ``history_keep_turns`` newest turns (0 = a quarter of ``history_turns``,
+    rounded up), so that everything before the newest turn is sent unchanged, and a
+    provider's prompt cache holds, for the next ``history_turns - history_keep_turns`` turns;
+    ``history="sliding"`` drops the oldest turn at every turn once the window is full. Which
+    turns are kept follows from the turn number alone (:func:`window_start`), so a resumed run
+    sends the window its live run would have. Once the first turn is cut, the goal is sent in
+    a message of its own after the system prompt. ``history_summary_model`` (a litellm model
+    string or a :class:`Model`, a cheap one) writes a summary of each cut block, folded into
+    the one before, sent after the goal; its calls count in the totals and budgets.
 
     ``agent_version`` names what defines the agent (a spec file's digest, a release): every
     checkpoint records it, so a worker resuming the session can tell whether it runs the same.
@@ -157,6 +188,11 @@ class RunOptions:
     )
     result_schema: dict[str, Any] | None = None
     history_turns: int = _count(50)
+    history: str = attrs.field(default="blocks", validator=_check_history)
+    history_keep_turns: int = _count(0)
+    history_summary_model: str | Model | None = attrs.field(
+        default=None, validator=_check_summary_model
+    )
     clock: Clock = _SYSTEM_CLOCK
     lease_ttl: float = _positive_seconds(30.0)
     control_poll: float = _positive_seconds(0.5)
@@ -174,6 +210,32 @@ class RunOptions:
             )
         if self.result_schema is not None and not self.outcomes:
             raise ConfigurationError("result_schema needs an outcome set (outcomes=...)")
+        self._check_history_window()
+
+    def _check_history_window(self) -> None:
+        window, keep = self.history_turns, self.history_keep_turns
+        if keep and self.history == "sliding":
+            raise ConfigurationError("history_keep_turns applies to history='blocks' only")
+        if keep and window and keep > window:
+            raise ConfigurationError(
+                f"history_keep_turns={keep} must not be more than history_turns={window}"
+            )
+        if keep and not window:
+            raise ConfigurationError("history_keep_turns needs a window (history_turns > 0)")
+        if self.history_summary_model is not None and not window:
+            raise ConfigurationError(
+                "history_summary_model needs a window (history_turns > 0): with every turn "
+                "kept there is nothing to summarise"
+            )
+
+    @property
+    def history_keep(self) -> int:
+        """The turns a full window is cut down to (``history_turns`` when sliding: one turn
+        at a time; 0 when every turn is kept)."""
+        window = self.history_turns
+        if not window or self.history == "sliding":
+            return window
+        return self.history_keep_turns or max(1, math.ceil(window / 4))
 
 
 class RunKwargs(TypedDict, total=False):
@@ -210,6 +272,9 @@ class RunKwargs(TypedDict, total=False):
     outcomes: Iterable[str]
     result_schema: dict[str, Any] | None
     history_turns: int
+    history: str
+    history_keep_turns: int
+    history_summary_model: str | Model | None
     clock: Clock
     lease_ttl: Seconds
     control_poll: Seconds

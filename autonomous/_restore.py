@@ -1,7 +1,9 @@
 """Rebuild a run's state from its session's event log: totals, history, inbox, control.
 
-Every read is bounded by an index: the latest checkpoint, the events after it, the last N turns
-(when a history window is set) and the inbox and control events from the checkpoint's horizon.
+Every read is bounded by an index: the latest checkpoint, the events after it, the turns of the
+history window (when one is set: from the first turn :func:`window_start` keeps, so the window is
+the one the live run had, cut at the same turns), the latest history summary, and the inbox and
+control events from the checkpoint's horizon.
 
 The history a resume sends is always one a provider accepts: the turns closed by a checkpoint,
 plus, for a turn the process did not finish, its committed prefix (:class:`Unfinished`), whose
@@ -21,6 +23,7 @@ from eventlog import (
     Event,
     EventKind,
     EventLog,
+    HistorySummary,
     InboxDelivered,
     InboxQueued,
     SessionKey,
@@ -29,7 +32,7 @@ from eventlog import (
 )
 
 from ._control_requests import ControlAction
-from ._conversation import HISTORY_KINDS, answer_content
+from ._conversation import HISTORY_KINDS, Conversation, Window, answer_content
 from ._decide import Totals
 from ._inbox import InboxMessage
 from ._model import Message, ToolCall
@@ -70,16 +73,23 @@ class Restored:
     unfinished: Unfinished | None = None
     stopped: bool = False
     woken: bool = False
+    #: The turn number of each turn in ``history`` (one per user message), in order.
+    turn_numbers: tuple[int, ...] = ()
+    #: The first turn number the window keeps (1: nothing cut yet).
+    first_turn: int = 1
+    #: The latest summary of cut turns (None: none written).
+    summary: HistorySummary | None = None
 
 
-async def restore(log: EventLog, key: SessionKey, *, history_turns: int) -> Restored:
+async def restore(log: EventLog, key: SessionKey, *, window: Window) -> Restored:
     """The state a resume continues from (see the module docstring for what is read)."""
     cp_event = await log.latest_checkpoint(key)
     cp = cp_event.payload if cp_event is not None else None
     assert cp is None or isinstance(cp, Checkpoint)
     cp_seq = cp_event.seq if cp_event is not None else 0
     tail = await log.read(key, after_seq=cp_seq)
-    history, unfinished = await _history(log, key, history_turns, cp_seq, tail)
+    first = window.start(_last_turn(cp, tail))
+    history, numbers, unfinished = await _history(log, key, first, cp_seq, tail)
     horizon = first_unseen(cp, cp_seq)
     inbox_from = min(cp.inbox_from_seq or horizon, horizon) if cp is not None else 1
     if inbox_from > cp_seq:
@@ -102,7 +112,36 @@ async def restore(log: EventLog, key: SessionKey, *, history_turns: int) -> Rest
         unfinished=unfinished,
         stopped=bool(cp is not None and cp.stopped) or controls.stopped,
         woken=controls.woken,
+        turn_numbers=numbers,
+        first_turn=first,
+        summary=await _latest_summary(log, key) if first > 1 else None,
     )
+
+
+def load_history(conv: Conversation, restored: Restored) -> None:
+    """Put ``restored``'s history window (its turns, where it began, its summary) in ``conv``."""
+    unfinished = restored.unfinished
+    conv.load(
+        restored.history,
+        unfinished=unfinished.length if unfinished else 0,
+        turns=restored.turn_numbers,
+        first_turn=restored.first_turn,
+        summary=restored.summary,
+    )
+
+
+def _last_turn(cp: Checkpoint | None, tail: list[Event]) -> int:
+    """The number of the last turn begun: the one after which the window is rebuilt."""
+    for event in reversed(tail):
+        if isinstance(event.payload, UserMessage):
+            return event.payload.turn
+    return cp.turns if cp is not None else 0
+
+
+async def _latest_summary(log: EventLog, key: SessionKey) -> HistorySummary | None:
+    last = await log.read_last(key, [EventKind.HISTORY_SUMMARY], 1)
+    payload = last[0].payload if last else None
+    return payload if isinstance(payload, HistorySummary) else None
 
 
 _INBOX_KINDS = (EventKind.INBOX_QUEUED, EventKind.INBOX_DELIVERED)
@@ -114,6 +153,7 @@ def describe(restored: Restored) -> dict[str, Any]:
         "checkpoint_seq": restored.checkpoint_seq,
         "turns": restored.totals.turns,
         "history_messages": len(restored.history),
+        "history_from_turn": restored.first_turn,
         "pending_inbox": len(restored.pending),
         "unfinished_turn": restored.unfinished is not None,
         "open_calls": len(restored.unfinished.calls) if restored.unfinished else 0,
@@ -140,7 +180,7 @@ def _totals(cp: Checkpoint | None, tail: list[Event], *, counted: bool) -> Total
     started = False
     for event in tail:
         p = event.payload
-        if isinstance(p, AssistantMessage):
+        if isinstance(p, AssistantMessage | HistorySummary):
             t = t.add_call(p.input_tokens, p.output_tokens, p.cost_usd, p.cached_input_tokens)
         elif isinstance(p, UserMessage):
             started = True
@@ -148,52 +188,83 @@ def _totals(cp: Checkpoint | None, tail: list[Event], *, counted: bool) -> Total
 
 
 async def _history(
-    log: EventLog, key: SessionKey, turns: int, cp_seq: int, tail: list[Event]
-) -> tuple[list[Message], Unfinished | None]:
-    """The conversation of closed turns (the newest ``turns`` of them when set), then the
-    committed prefix of a turn left unfinished after the checkpoint."""
+    log: EventLog, key: SessionKey, first: int, cp_seq: int, tail: list[Event]
+) -> tuple[list[Message], tuple[int, ...], Unfinished | None]:
+    """The conversation of closed turns from turn ``first`` on, then the committed prefix of
+    a turn left unfinished after the checkpoint; and the turn number of each turn in it."""
     closed: list[Event] = []
     if cp_seq:
-        after = 0
-        if turns:
-            starts = await log.read_last(key, [EventKind.USER_MESSAGE], turns)
-            after = starts[0].seq - 1 if starts else 0
+        after = await _seq_before_turn(log, key, first) if first > 1 else 0
         # Every kind is read (and filtered here): a row of a kind this code cannot read is a
         # CorruptEvent, never silently left out of what the model is sent.
         events = await log.read(key, after_seq=after, kinds=None) if after < cp_seq else []
         closed = [e for e in events if e.seq <= cp_seq and e.kind in HISTORY_KINDS]
-    history = history_from_events(closed)
+        closed = closed[_first_prompt_at(closed, first) :]
+    turns = turns_from_events(closed)
+    history = [m for _, messages in turns for m in messages]
+    numbers = tuple(n for n, messages in turns if messages and messages[0]["role"] == "user")
     unfinished = _unfinished([e for e in tail if e.kind in HISTORY_KINDS], closed)
     if unfinished is None:
-        return history, None
+        return history, numbers, None
     prefix, state = unfinished
-    return history + prefix, state
+    return history + prefix, (*numbers, state.turn), state
+
+
+def _first_prompt_at(events: list[Event], first: int) -> int:
+    """The index of the first prompt of turn ``first`` or later (what comes before it belongs
+    to cut turns); 0 when nothing is cut."""
+    if first <= 1:
+        return 0
+    for i, event in enumerate(events):
+        if isinstance(event.payload, UserMessage) and event.payload.turn >= first:
+            return i
+    return len(events)
+
+
+async def _seq_before_turn(log: EventLog, key: SessionKey, first: int) -> int:
+    """The seq just before the first prompt of turn ``first`` or later (read from the newest
+    prompts back, as few as it takes: retried attempts have turn numbers of their own)."""
+    wanted = 64
+    while True:
+        starts = await log.read_last(key, [EventKind.USER_MESSAGE], wanted)
+        kept = [e for e in starts if isinstance(e.payload, UserMessage) and e.payload.turn >= first]
+        if len(kept) < len(starts) or len(starts) < wanted:
+            return kept[0].seq - 1 if kept else (starts[-1].seq if starts else 0)
+        # Every prompt read is of the window: the window begins further back.
+        wanted *= 4
 
 
 def history_from_events(events: list[Event]) -> list[Message]:
-    """Messages of the turns closed by a checkpoint that did not mark them failed.
+    """Messages of the turns closed by a checkpoint that did not mark them failed (see
+    :func:`turns_from_events`)."""
+    return [m for _, messages in turns_from_events(events) for m in messages]
+
+
+def turns_from_events(events: list[Event]) -> list[tuple[int, list[Message]]]:
+    """The turns closed by a checkpoint that did not mark them failed: number and messages.
 
     Each turn comes out well formed: every tool call answered once, by id, in order (a call
     the log has no result for, as a log written before results were closed on exit may have,
     is answered as interrupted; a result that answers no call is left out).
     """
-    history: list[Message] = []
+    turns: list[tuple[int, list[Message]]] = []
     turn: list[Message] = []
+    number = 0
     for event in events:
         p = event.payload
         if isinstance(p, Checkpoint):
-            if not p.turn_failed:
-                history.extend(well_formed(turn))
+            if not p.turn_failed and turn:
+                turns.append((number, well_formed(turn)))
             turn = []
         elif isinstance(p, UserMessage):
             if _answered(turn):  # a prompt no checkpoint closed (logs of older versions)
-                history.extend(well_formed(turn))
-            turn = [{"role": "user", "content": p.text}]
+                turns.append((number, well_formed(turn)))
+            turn, number = [{"role": "user", "content": p.text}], p.turn
         elif isinstance(p, AssistantMessage):
             turn.append(_assistant(p))
         elif isinstance(p, ToolResult):
             turn.append({"role": "tool", "tool_call_id": p.call_id, "content": p.content})
-    return history
+    return turns
 
 
 def _answered(turn: list[Message]) -> bool:

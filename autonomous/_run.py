@@ -29,7 +29,7 @@ from usage import Pricing
 
 from ._agent import Agent
 from ._control_requests import RunControls
-from ._conversation import Conversation
+from ._conversation import Conversation, Window
 from ._decide import status_for
 from ._durable import AdoptedLease, SessionKeeper
 from ._errors import BuildError, ConfigurationError
@@ -40,10 +40,11 @@ from ._loop import LoopDeps, run_loop
 from ._models._litellm import LiteLLMModel
 from ._observer import Observer
 from ._options import RunOptions
-from ._restore import INTERRUPTED, describe, restore, undelivered
+from ._restore import INTERRUPTED, describe, load_history, restore, undelivered
 from ._result import AutonomousStatus, RunResult, StopReason
 from ._run_state import RunState
 from ._session_state import session_state
+from ._summary import compactor_for
 from ._telemetry import Telemetry
 from ._tool_table import ToolTable, open_tool_table
 
@@ -171,7 +172,7 @@ class Run:
 
     async def _resume(self, conv: Conversation) -> int:
         """Put the run where its session's log left it; the last seq read."""
-        restored = await restore(conv.log, conv.key, history_turns=self.opts.history_turns)
+        restored = await restore(conv.log, conv.key, window=conv.window)
         prompt = self.opts.continuation_prompt
         self.state = RunState.from_restored(restored, continuation_prompt=prompt)
         inbox = self.controls.inbox
@@ -181,9 +182,8 @@ class Run:
             inbox.add(message)
         if restored.paused:
             self.controls.paused = True
-        conv.goal = self.state.goal  # before the history: a trimmed one pins the goal
-        unfinished = restored.unfinished
-        conv.load(restored.history, unfinished=unfinished.length if unfinished else 0)
+        conv.goal = self.state.goal  # before the history: a cut window sends the goal
+        load_history(conv, restored)
         self.log.info("run_resumed", **describe(restored))
         await self._close_complete_turn()
         return restored.last_seq
@@ -223,6 +223,7 @@ class Run:
             checkpoint=self._checkpoint,
             exit=self._exit,
             tool_table=self._tools,
+            compactor=await compactor_for(self.opts, self.state.tally, self.log),
         )
 
     async def _hold(self, ref: SessionRef) -> None:
@@ -337,9 +338,8 @@ class Run:
         if ref is None:
             ref = SessionRef(MemoryEventLog(), "autonomous", "local", new_event_id())
         self.key = key = ref.key
-        self.conv = Conversation(
-            ref.log, key, agent.system_prompt(), _AUTHOR, window=self.opts.history_turns
-        )
+        window = Window(self.opts.history_turns, self.opts.history_keep)
+        self.conv = Conversation(ref.log, key, agent.system_prompt(), _AUTHOR, window=window)
         self.controls.conv = self.conv
         self.observer.bind(session=str(key), agent=agent.name)
         if self.opts.done_tool_name not in {t.name for t in agent.tools}:

@@ -28,6 +28,7 @@ class EventKind(enum.StrEnum):
     CHECKPOINT = "checkpoint"
     PERMISSION = "permission"
     NOTE = "note"
+    HISTORY_SUMMARY = "history_summary"
 
 
 @attrs.frozen
@@ -200,6 +201,26 @@ class PermissionDecision:
 
 
 @attrs.frozen
+class HistorySummary:
+    """A summary of the turns a history window cut, written by a cheap model.
+
+    It covers turns ``first_turn`` to ``last_turn`` (the summary before it folded in: the
+    latest one stands for every turn cut so far), written at the start of turn ``turn`` by
+    ``model``, with that call's usage and cost (they count in the run's totals).
+    """
+
+    text: str
+    first_turn: int
+    last_turn: int
+    turn: int
+    model: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+@attrs.frozen
 class Note:
     """Free-form audit text with optional structured data."""
 
@@ -218,6 +239,7 @@ Payload: TypeAlias = (
     | Checkpoint
     | PermissionDecision
     | Note
+    | HistorySummary
 )
 
 PAYLOAD_TYPES: dict[EventKind, type[Any]] = {
@@ -231,6 +253,7 @@ PAYLOAD_TYPES: dict[EventKind, type[Any]] = {
     EventKind.CHECKPOINT: Checkpoint,
     EventKind.PERMISSION: PermissionDecision,
     EventKind.NOTE: Note,
+    EventKind.HISTORY_SUMMARY: HistorySummary,
 }
 KIND_OF: dict[type[Any], EventKind] = {cls: kind for kind, cls in PAYLOAD_TYPES.items()}
 

@@ -46,6 +46,9 @@ _BUDGETS = {
 _RUN = {
     "continuation_prompt": "text",
     "history_turns": "count",
+    "history": "text",
+    "history_keep_turns": "count",
+    "history_summary_model": "text",
     "lease_ttl": "seconds",
     "control_poll": "seconds",
     "pause_max": "seconds",

@@ -394,21 +394,26 @@ class TestScheduling:
 
 class TestHistoryWindow:
     async def test_only_recent_turns_are_sent_and_the_goal_is_kept(self) -> None:
-        """With history_turns=2 the model sees two turns, and the goal in the system prompt."""
+        """With a sliding window of 2 the model sees two turns, the system prompt unchanged,
+        and the goal in a message of its own after it."""
         model = ScriptedModel([reply(f"answer {i}") for i in range(5)] + [done(), reply("ok")])
         await run_autonomous(
-            lambda extra: Agent(model, instructions="sys", tools=extra), "the goal", history_turns=2
+            lambda extra: Agent(model, instructions="sys", tools=extra),
+            "the goal",
+            history_turns=2,
+            history="sliding",
         )
-        users = [m["content"] for m in model.last_messages if m["role"] == "user"]
+        users = [m["content"] for m in model.last_messages[2:] if m["role"] == "user"]
         assert ["continue", "continue"] == users
-        assert "the goal" in model.last_messages[0]["content"]
+        assert {"role": "system", "content": "sys"} == model.last_messages[0]
+        assert model.last_messages[1]["content"].startswith("[Goal of this run] the goal")
 
     async def test_a_resume_loads_only_the_window(self, ref: SessionRef) -> None:
         """A resume with history_turns reads only the newest turns back."""
         model = ScriptedModel([reply(f"answer {i}") for i in range(6)] + [done(), reply("ok")])
         build, rebuild = builders(model, ref)
         await run_autonomous(build, "the goal", max_turns=6)
-        await resume_autonomous(rebuild, ref, max_turns=10, history_turns=3)
+        await resume_autonomous(rebuild, ref, max_turns=10, history_turns=3, history="sliding")
         assistants = [m["content"] for m in model.last_messages if m["role"] == "assistant"]
         assert ["answer 4", "answer 5"] == assistants[:2]
-        assert "the goal" in model.last_messages[0]["content"]
+        assert "the goal" in model.last_messages[1]["content"]

@@ -9,6 +9,7 @@ import pytest
 from autonomous import ConfigurationError
 from autonomous._cli._spec_lines import key_lines
 from autonomous._cli._spec_reader import load_spec, read_spec
+from autonomous._cli._validate import validate
 from autonomous.retry import TransientRetry, transient
 
 from .conftest import write_spec
@@ -105,6 +106,33 @@ class TestDurations:
         _, problems = read_spec(path)
         assert ["budgets.max_wallclock"] == [p.where.split(": ")[-1] for p in problems]
         assert 'a duration such as "30m"' in problems[0].message
+
+
+class TestHistoryOptions:
+    """The [run] table takes the history window's options, checked like the keywords."""
+
+    def test_history_options_reach_the_run(self, in_process: Path) -> None:
+        """history, history_keep_turns and history_summary_model go to the entry points."""
+        path = write_spec(
+            in_process,
+            "h",
+            "quick",
+            extra='[run]\nhistory_turns = 40\nhistory = "blocks"\nhistory_keep_turns = 20\n'
+            'history_summary_model = "openai/gpt-4o-mini"\n',
+        )
+        options = load_spec(path).run_options()
+        assert (40, "blocks", 20, "openai/gpt-4o-mini") == (
+            options["history_turns"],
+            options["history"],
+            options["history_keep_turns"],
+            options["history_summary_model"],
+        )
+
+    def test_a_bad_history_mode_fails_validation(self, in_process: Path) -> None:
+        """An unknown history mode is an error naming the modes there are."""
+        path = write_spec(in_process, "r", "quick", extra='[run]\nhistory = "rolling"\n')
+        errors = [p.message for p in validate(path) if p.severity == "error"]
+        assert ["history must be 'blocks' or 'sliding', got 'rolling'"] == errors
 
 
 class TestRetryTable:

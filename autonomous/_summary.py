@@ -1,0 +1,168 @@
+"""Summaries of the turns a history window cuts, written by a cheap model and folded into one.
+
+With ``history_summary_model`` set, each block the window cuts is summarised before it goes:
+the summary model gets the goal, the summary so far and the cut turns, and writes one summary
+of everything cut up to now (folded, not accumulated: the message stays short however long the
+run). The summary is a :class:`eventlog.HistorySummary` event, committed at once, and is sent
+after the goal until the next cut. Its tokens and cost count in the run's totals (and so in its
+budgets) and in the tracker. A failed call never fails the run: the block is cut without a new
+summary (the one before stays) and ``history_summary_failed`` is logged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+
+import anyio
+import attrs
+from structlog.typing import FilteringBoundLogger
+
+from eventlog import HistorySummary
+from usage import Pricing, Tracker, Usage
+
+from ._conversation import Conversation, DroppedBlock
+from ._model import Message, Model
+from ._options import RunOptions
+from ._turn import Tally
+
+#: What the summary model is told to do.
+SUMMARY_INSTRUCTIONS = (
+    "You keep the memory of an autonomous agent whose oldest turns are being removed from its "
+    "context. Write one summary of everything the agent must still know from them: facts "
+    "found, decisions taken, what was done, open items and numbers that matter. Fold the "
+    "previous summary in. Be brief: at most 150 words, plain text, no preamble."
+)
+#: The most characters of one message shown to the summary model.
+_MESSAGE_CHARS = 2000
+
+
+@attrs.frozen
+class Summarizer:
+    """The summary model of a run and its prices."""
+
+    model: Model
+    pricing: Pricing
+
+    async def summarize(
+        self, goal: str, previous: HistorySummary | None, block: DroppedBlock, turn: int
+    ) -> HistorySummary:
+        """The summary of ``previous`` and ``block``, written at the start of ``turn``;
+        raises when the call fails or gives no text."""
+        response = await self.model.complete(summary_request(goal, previous, block), [])
+        text = response.text.strip()
+        if not text:
+            raise ValueError("the summary model answered with no text")
+        u = response.usage
+        return HistorySummary(
+            text=text,
+            first_turn=previous.first_turn if previous is not None else block.first_turn,
+            last_turn=block.last_turn,
+            turn=turn,
+            model=response.model or self.model.name,
+            input_tokens=u.input_tokens,
+            output_tokens=u.output_tokens,
+            cached_input_tokens=u.cached_input_tokens,
+            cost_usd=self.pricing.cost(u) if not self.pricing.is_zero else 0.0,
+        )
+
+
+def summary_request(
+    goal: str, previous: HistorySummary | None, block: DroppedBlock
+) -> list[Message]:
+    """The messages sent to the summary model for ``block``."""
+    parts = [f"Goal of the run: {goal}"]
+    if previous is not None:
+        parts.append(
+            f"Summary so far (turns {previous.first_turn}-{previous.last_turn}):\n{previous.text}"
+        )
+    parts.append(f"Turns {block.first_turn}-{block.last_turn}, being removed now:")
+    parts += [_line(m) for m in block.messages]
+    return [
+        {"role": "system", "content": SUMMARY_INSTRUCTIONS},
+        {"role": "user", "content": "\n".join(parts)},
+    ]
+
+
+def _line(message: Message) -> str:
+    """One message of a transcript, cut to :data:`_MESSAGE_CHARS`."""
+    role = message.get("role", "?")
+    text = message.get("content") or ""
+    if not isinstance(text, str):
+        text = json.dumps(text)
+    calls = [
+        f"{c['function']['name']}({c['function']['arguments']})"
+        for c in message.get("tool_calls") or ()
+    ]
+    if calls:
+        text = f"{text} [calls {', '.join(calls)}]".strip()
+    return f"{role}: {text[:_MESSAGE_CHARS]}"
+
+
+async def summarizer_for(model: str | Model | None) -> Summarizer | None:
+    """The run's summarizer for ``history_summary_model`` (None: no summaries); a litellm
+    model is priced from litellm's table (unlisted: unpriced)."""
+    if model is None:
+        return None
+    if isinstance(model, str):
+        from ._models import model_for
+
+        model = model_for(model)
+    from ._models import LiteLLMModel
+
+    pricing = Pricing()
+    if isinstance(model, LiteLLMModel):
+        with contextlib.suppress(LookupError):  # unlisted: unpriced
+            # In a thread: the first use imports litellm (seconds), the loop must go on.
+            pricing = await anyio.to_thread.run_sync(Pricing.for_model, model.name)
+    return Summarizer(model, pricing)
+
+
+async def compactor_for(
+    opts: RunOptions, tally: Tally, log: FilteringBoundLogger
+) -> Compactor | None:
+    """The run's compactor (None without ``history_summary_model``)."""
+    summarizer = await summarizer_for(opts.history_summary_model)
+    if summarizer is None:
+        return None
+    return Compactor(summarizer, tally, opts.tracker, log)
+
+
+@attrs.frozen
+class Compactor:
+    """Summarises what the window cuts before a turn, counting the call in the run's tally."""
+
+    summarizer: Summarizer
+    tally: Tally
+    tracker: Tracker | None
+    log: FilteringBoundLogger
+
+    async def before_turn(self, conv: Conversation, turn: int) -> None:
+        """Summarise the turns that starting ``turn`` cuts, if any are not summarised yet."""
+        block = conv.dropped_by(turn)
+        previous = conv.summary
+        if block is None or (previous is not None and block.last_turn <= previous.last_turn):
+            return
+        try:
+            summary = await self.summarizer.summarize(conv.goal, previous, block, turn)
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:  # the block goes without a summary; the run goes on
+            self.log.warning("history_summary_failed", turn=turn, error=type(exc).__name__)
+            return
+        self._count(summary)
+        conv.record(summary)
+        conv.set_summary(summary)
+        await conv.flush()  # durable now: a resume sends this summary, never writes another
+        self.log.info(
+            "history_summarized",
+            turn=turn,
+            first_turn=summary.first_turn,
+            last_turn=block.last_turn,
+        )
+
+    def _count(self, s: HistorySummary) -> None:
+        self.tally.totals = self.tally.totals.add_call(s.input_tokens, s.output_tokens, s.cost_usd)
+        if self.tracker is not None:
+            usage = Usage(s.input_tokens, s.output_tokens, s.cached_input_tokens)
+            self.tracker.record(s.model, usage, s.cost_usd)
