@@ -192,7 +192,8 @@ class Daemon:
     def _start(self, runs: TaskGroup, claim: Claim) -> None:
         """Hold a claimed session's lease and resume the session in a task of ``runs``."""
         key = claim.summary.key
-        self._held[key] = AdoptedLease(claim.lease)
+        # The run's final checkpoint releases the lease with it (one trip, not two).
+        self._held[key] = AdoptedLease(claim.lease, release_at_end=True)
         self._holding.set()
         if self._once:
             self._ran.add(key)
@@ -232,7 +233,7 @@ class Daemon:
                 self._holding = anyio.Event()
                 await self._holding.wait()
             await self._clock.sleep_until(self._clock.now() + every)
-            held = dict(self._held)
+            held = {key: a for key, a in self._held.items() if not a.released}
             if not held:
                 continue
             try:
@@ -277,7 +278,7 @@ class Daemon:
         """Stop holding a session: off the heartbeat, and its lease released (unless lost)."""
         if self._held.get(key) is adopted:
             del self._held[key]
-        if adopted.lost:
+        if adopted.lost or adopted.released:
             return
         with anyio.CancelScope(shield=True), anyio.move_on_after(_HAND_BACK_TIMEOUT):
             try:
