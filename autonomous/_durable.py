@@ -236,12 +236,17 @@ class SessionKeeper:
         ``control_poll``, and at each notification of the store's ``watch`` when the run
         subscribed to it (:meth:`subscribe`), until cancelled."""
         tick = _Ticker(self.opts.clock, self.opts.control_poll, self._watch_from)
-        notified = self._notified
-        while True:
-            if notified is None:
+        async with anyio.create_task_group() as tg:
+            if self._notified is not None:  # one task for the run, not one per wait
+                tg.start_soon(self._read_when_notified, self._notified, name="watch notified")
+            while True:
                 await tick.wait()
-            else:
-                await _first_of(tick.wait, notified.wait)
+                await self._poll_logged()
+
+    async def _read_when_notified(self, notified: StoreWatch) -> None:
+        """:meth:`poll` after each notification of the store's watch, until cancelled."""
+        while True:
+            await notified.wait()
             await self._poll_logged()
 
     async def _poll_logged(self) -> None:
@@ -328,18 +333,6 @@ class SessionKeeper:
                 await self.log.release_lease(lease)
             except EventLogError as exc:  # it expires by itself; never hide the run's own error
                 _log.warning("lease_release_failed", error=type(exc).__name__)
-
-
-async def _first_of(*waits: Callable[[], Awaitable[None]]) -> None:
-    """Return when the first of ``waits`` returns; the others are cancelled."""
-    async with anyio.create_task_group() as tg:
-
-        async def one(wait: Callable[[], Awaitable[None]]) -> None:
-            await wait()
-            tg.cancel_scope.cancel()
-
-        for wait in waits:
-            tg.start_soon(one, wait)
 
 
 class _Ticker:
