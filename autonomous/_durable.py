@@ -150,6 +150,7 @@ class SessionKeeper:
         self.lost = False
         self.releasing = False
         self.seen = 0
+        self.written_last = False  # the run's last write is in: nothing more to obey
         self._on_lost = on_lost
         self._on_event = on_event
         self._reading = anyio.Lock()  # one read at a time: two would obey an event twice
@@ -250,7 +251,10 @@ class SessionKeeper:
             await self._poll_logged()
 
     async def _poll_logged(self) -> None:
-        """:meth:`poll`, a failed read logged (the next tick or notification reads again)."""
+        """:meth:`poll`, a failed read logged (the next tick or notification reads again);
+        nothing once the run's last write is in (its own checkpoint notifies, for one)."""
+        if self.written_last:
+            return
         try:
             await self.poll()
         except EventLogError as exc:  # a read can fail for a moment; the next poll retries
@@ -311,12 +315,14 @@ class SessionKeeper:
             raise LeaseLost(str(self.key), "taken over by another holder")
         lent = adopted is not None and not (adopted.release_at_end and ended)
         if both is None or lease is None or lent:
-            return await self.log.append(events, lease=lease)
-        self.releasing = True
-        seqs: list[int] = await both(events, lease)
-        self.lease = None
-        if adopted is not None:
-            adopted.mark_released()
+            seqs = await self.log.append(events, lease=lease)
+        else:
+            self.releasing = True
+            seqs = await both(events, lease)
+            self.lease = None
+            if adopted is not None:
+                adopted.mark_released()
+        self.written_last = True
         return seqs
 
     async def release(self) -> None:

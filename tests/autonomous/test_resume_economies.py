@@ -74,9 +74,12 @@ class TripLog(WatchedLog):
         self.counts["append_and_release"] += 1
         self._with_append = True
         try:
-            return await super().append_and_release(events, lease)
+            seqs = await super().append_and_release(events, lease)
         finally:
             self._with_append = False
+        self.trips.append("last_write")
+        await anyio.wait_all_tasks_blocked()  # what the checkpoint's notification wakes, runs
+        return seqs
         self.watch_read = anyio.Event()  # set by the first read of the watch's kinds
 
     async def release_lease(self, lease: Lease) -> None:
@@ -160,6 +163,19 @@ class TestResumeReads:
         (result,) = box
         assert StopReason.COMPLETED == result.reason
         assert any("from afar" in str(m["content"]) for m in model.last_messages)
+
+    async def test_the_watch_reads_nothing_after_the_runs_last_write(
+        self, log: TripLog, ref: SessionRef
+    ) -> None:
+        """The final checkpoint notifies the run's own watch; the run has nothing left to
+        obey, so the watch reads nothing for it."""
+        await deferred_session(ref)
+        log.trips.clear()
+        model = ScriptedModel([done(), reply("ok")])
+        result = await resume_autonomous(agent_on(model, ref), ref, clock=FakeClock())
+        assert StopReason.COMPLETED == result.reason
+        assert "last_write" in log.trips
+        assert [] == log.trips[log.trips.index("last_write") + 1 :]
 
 
 class TestLentLeaseReleasedAtEnd:
