@@ -150,7 +150,7 @@ class SessionKeeper:
         self.lost = False
         self.releasing = False
         self.seen = 0
-        self.written_last = False  # the run's last write is in: nothing more to obey
+        self.written_last = False  # the run's last write has begun: nothing more to obey
         self._on_lost = on_lost
         self._on_event = on_event
         self._reading = anyio.Lock()  # one read at a time: two would obey an event twice
@@ -252,7 +252,7 @@ class SessionKeeper:
 
     async def _poll_logged(self) -> None:
         """:meth:`poll`, a failed read logged (the next tick or notification reads again);
-        nothing once the run's last write is in (its own checkpoint notifies, for one)."""
+        nothing once the run's last write has begun (its own checkpoint notifies, for one)."""
         if self.written_last:
             return
         try:
@@ -314,6 +314,7 @@ class SessionKeeper:
         if self.lost:
             raise LeaseLost(str(self.key), "taken over by another holder")
         lent = adopted is not None and not (adopted.release_at_end and ended)
+        self.written_last = True  # from now on nothing the watch reads changes the run
         if both is None or lease is None or lent:
             seqs = await self.log.append(events, lease=lease)
         else:
@@ -322,7 +323,6 @@ class SessionKeeper:
             self.lease = None
             if adopted is not None:
                 adopted.mark_released()
-        self.written_last = True
         return seqs
 
     async def release(self) -> None:
