@@ -4,7 +4,7 @@ the log watcher (the store's ``watch`` when it has one, and the poll)."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -38,17 +38,23 @@ class AdoptedLease:
     """A session lease taken by someone else and lent to one run, e.g. by a daemon's claim.
 
     ``resume_autonomous(build, ref, lease=AdoptedLease(lease))`` runs the session on it: the
-    run takes no lease of its own and fences every append with this one, but it neither renews
-    nor releases it. The lender does both (a worker renews all its leases in one batch):
-    :meth:`renewed` records each renewal, :meth:`lose` tells the run the lease is gone (the
-    run then stops as ``lease_lost`` and writes nothing more). Made inside the event loop.
+    run takes no lease of its own and fences every append with this one, but it does not renew
+    it. The lender does (a worker renews all its leases in one batch): :meth:`renewed` records
+    each renewal, :meth:`lose` tells the run the lease is gone (the run then stops as
+    ``lease_lost`` and writes nothing more). The lender releases it too, unless it lets the
+    run do so with its last write (``release_at_end``: the final checkpoint and the release
+    are then one trip to the store); a run its caller cancels leaves the lease held even so,
+    for the lender's own last writes (a daemon hands the session back). :attr:`released` says
+    whether the run released it. Made inside the event loop.
     """
 
-    def __init__(self, lease: Lease) -> None:
+    def __init__(self, lease: Lease, *, release_at_end: bool = False) -> None:
         if not isinstance(lease, Lease):
             raise TypeError(f"AdoptedLease needs an eventlog.Lease, got {lease!r}")
         self._lease = lease
         self._lost = anyio.Event()
+        self.release_at_end = release_at_end
+        self._released = False
 
     @property
     def lease(self) -> Lease:
@@ -59,6 +65,16 @@ class AdoptedLease:
     def lost(self) -> bool:
         """Whether the lender found the lease lost."""
         return self._lost.is_set()
+
+    @property
+    def released(self) -> bool:
+        """Whether the run released the lease with its last write (``release_at_end``)."""
+        return self._released
+
+    def mark_released(self) -> None:
+        """Record that the run's last write released the lease (the lender must not renew
+        or release it again)."""
+        self._released = True
 
     def renewed(self, lease: Lease) -> None:
         """Record a renewal of the lease (a later expiry; holder and epoch unchanged)."""
@@ -112,6 +128,8 @@ class SessionKeeper:
 
     When the store has ``watch`` (PostgreSQL), the watch also wakes on its notifications, so
     a remote inject or stop reaches the run at once; ``control_poll`` stays the fallback.
+    The run subscribes (:meth:`subscribe`) before its first read of the log, so that the
+    notifications cover whatever that read did not see.
     """
 
     def __init__(
@@ -132,9 +150,11 @@ class SessionKeeper:
         self.lost = False
         self.releasing = False
         self.seen = 0
+        self.written_last = False  # the run's last write has begun: nothing more to obey
         self._on_lost = on_lost
         self._on_event = on_event
         self._reading = anyio.Lock()  # one read at a time: two would obey an event twice
+        self._notified: StoreWatch | None = None
         # When the lease was taken and the watch began: the first renewal and poll are due
         # a period after these, however long the run took to start between them.
         self._taken_at = self._watch_from = opts.clock.now()
@@ -150,6 +170,18 @@ class SessionKeeper:
             # look held until it expires.
             await self._release(Lease(self.key, holder, utcnow()))
             raise
+
+    async def subscribe(self, stack: AsyncExitStack) -> None:
+        """Begin the store's ``watch`` of the session now, for as long as ``stack`` is open;
+        nothing for a store without one (the poll alone watches then).
+
+        Called before the run first reads the session (lease, checkpoint, restore): every
+        change committed after that wakes the watch, so it needs no read of its own for the
+        time between that read and its start.
+        """
+        subscribe = store_watch(self.log)
+        if subscribe is not None:
+            self._notified = await stack.enter_async_context(subscribe(self.key))
 
     async def start_watching_after(self, seq: int | None = None) -> None:
         """Watch for inbox and control events newer than ``seq`` (default: the newest now).
@@ -202,22 +234,27 @@ class SessionKeeper:
 
     async def watch(self) -> None:
         """Read the log for inbox messages and control requests from other processes every
-        ``control_poll``, and at each notification of the store's ``watch`` when it has one,
-        until cancelled."""
+        ``control_poll``, and at each notification of the store's ``watch`` when the run
+        subscribed to it (:meth:`subscribe`), until cancelled."""
         tick = _Ticker(self.opts.clock, self.opts.control_poll, self._watch_from)
-        subscribe = store_watch(self.log)
-        if subscribe is None:
+        async with anyio.create_task_group() as tg:
+            if self._notified is not None:  # one task for the run, not one per wait
+                tg.start_soon(self._read_when_notified, self._notified, name="watch notified")
             while True:
                 await tick.wait()
                 await self._poll_logged()
-        async with subscribe(self.key) as notified:
-            await self._poll_logged()  # what came between the first read and the subscription
-            while True:
-                await _first_of(tick.wait, notified.wait)
-                await self._poll_logged()
+
+    async def _read_when_notified(self, notified: StoreWatch) -> None:
+        """:meth:`poll` after each notification of the store's watch, until cancelled."""
+        while True:
+            await notified.wait()
+            await self._poll_logged()
 
     async def _poll_logged(self) -> None:
-        """:meth:`poll`, a failed read logged (the next tick or notification reads again)."""
+        """:meth:`poll`, a failed read logged (the next tick or notification reads again);
+        nothing once the run's last write has begun (its own checkpoint notifies, for one)."""
+        if self.written_last:
+            return
         try:
             await self.poll()
         except EventLogError as exc:  # a read can fail for a moment; the next poll retries
@@ -262,22 +299,30 @@ class SessionKeeper:
             events.append(batch[0])
             after = batch[0].seq
 
-    async def append_last(self, events: list[Event]) -> list[int]:
+    async def append_last(self, events: list[Event], *, ended: bool = True) -> list[int]:
         """Append the run's last events, and drop the lease with them when the store can.
 
         The store's ``append_and_release`` does both in one transaction. When this returns,
         the lease is no longer held; when it raises, the lease is still ours for
-        :meth:`release` to drop. A lent lease stays held: its lender releases it.
+        :meth:`release` to drop. A lent lease stays held (its lender releases it) unless the
+        lender allowed otherwise (:attr:`AdoptedLease.release_at_end`) and the run ``ended``
+        by itself, not cancelled by its caller.
         """
         both = getattr(self.log, "append_and_release", None)
         lease = self.lease
+        adopted = self.adopted
         if self.lost:
             raise LeaseLost(str(self.key), "taken over by another holder")
-        if both is None or lease is None or self.adopted is not None:
-            return await self.log.append(events, lease=lease)
-        self.releasing = True
-        seqs: list[int] = await both(events, lease)
-        self.lease = None
+        lent = adopted is not None and not (adopted.release_at_end and ended)
+        self.written_last = True  # from now on nothing the watch reads changes the run
+        if both is None or lease is None or lent:
+            seqs = await self.log.append(events, lease=lease)
+        else:
+            self.releasing = True
+            seqs = await both(events, lease)
+            self.lease = None
+            if adopted is not None:
+                adopted.mark_released()
         return seqs
 
     async def release(self) -> None:
@@ -294,18 +339,6 @@ class SessionKeeper:
                 await self.log.release_lease(lease)
             except EventLogError as exc:  # it expires by itself; never hide the run's own error
                 _log.warning("lease_release_failed", error=type(exc).__name__)
-
-
-async def _first_of(*waits: Callable[[], Awaitable[None]]) -> None:
-    """Return when the first of ``waits`` returns; the others are cancelled."""
-    async with anyio.create_task_group() as tg:
-
-        async def one(wait: Callable[[], Awaitable[None]]) -> None:
-            await wait()
-            tg.cancel_scope.cancel()
-
-        for wait in waits:
-            tg.start_soon(one, wait)
 
 
 class _Ticker:

@@ -36,6 +36,7 @@ from ._conversation import HISTORY_KINDS, Conversation, Window, answer_content
 from ._decide import Totals
 from ._inbox import InboxMessage
 from ._model import Message, ToolCall
+from ._session_state import SessionState
 from ._session_state import horizon as first_unseen
 
 
@@ -81,12 +82,20 @@ class Restored:
     summary: HistorySummary | None = None
 
 
-async def restore(log: EventLog, key: SessionKey, *, window: Window) -> Restored:
-    """The state a resume continues from (see the module docstring for what is read)."""
-    cp_event = await log.latest_checkpoint(key)
-    cp = cp_event.payload if cp_event is not None else None
-    assert cp is None or isinstance(cp, Checkpoint)
-    cp_seq = cp_event.seq if cp_event is not None else 0
+async def restore(
+    log: EventLog, key: SessionKey, *, window: Window, known: SessionState | None = None
+) -> Restored:
+    """The state a resume continues from (see the module docstring for what is read).
+
+    ``known`` is the session's state as the caller read it under the session's lease (so its
+    checkpoint is still the latest): its checkpoint is not read again.
+    """
+    if known is None:
+        cp_event = await log.latest_checkpoint(key)
+        payload = cp_event.payload if cp_event is not None else None
+        assert payload is None or isinstance(payload, Checkpoint)
+        known = SessionState(payload, cp_event.seq if cp_event is not None else 0, False)
+    cp, cp_seq = known.checkpoint, known.checkpoint_seq
     tail = await log.read(key, after_seq=cp_seq)
     first = window.start(_last_turn(cp, tail))
     history, numbers, unfinished = await _history(log, key, first, cp_seq, tail)

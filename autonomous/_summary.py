@@ -162,7 +162,9 @@ class Compactor:
         )
 
     def _count(self, s: HistorySummary) -> None:
-        self.tally.totals = self.tally.totals.add_call(s.input_tokens, s.output_tokens, s.cost_usd)
+        self.tally.totals = self.tally.totals.add_call(
+            s.input_tokens, s.output_tokens, s.cost_usd, s.cached_input_tokens
+        )
         if self.tracker is not None:
             usage = Usage(s.input_tokens, s.output_tokens, s.cached_input_tokens)
             self.tracker.record(s.model, usage, s.cost_usd)

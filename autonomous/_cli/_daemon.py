@@ -127,6 +127,7 @@ class Daemon:
         self._specs = SpecCache()  # each spec file parsed, validated and built once per version
         self._failed: dict[SessionKey, int] = {}  # the checkpoint seq a resume failed on
         self._paused: set[SessionKey] = set()  # reported paused, not run until unpaused
+        self._paused_looked: datetime | None = None  # when the paused ones were last listed
         self._ran: set[SessionKey] = set()  # with ``once``: what this pass ran already
         self._freed = anyio.Event()  # set when a run ends: a slot for a waiting session
         # The last pass only let claims go: its own notifications must not end the next pause
@@ -170,7 +171,7 @@ class Daemon:
                 await self._release(key, AdoptedLease(claim.lease))
         self._churned = bool(claims) and not started
         if len(claims) < free + skip:  # every due session is taken: some may be paused
-            await self._report_paused(now + timedelta(seconds=ahead))
+            await self._report_paused(now, ahead)
             return False
         return True
 
@@ -192,7 +193,8 @@ class Daemon:
     def _start(self, runs: TaskGroup, claim: Claim) -> None:
         """Hold a claimed session's lease and resume the session in a task of ``runs``."""
         key = claim.summary.key
-        self._held[key] = AdoptedLease(claim.lease)
+        # The run's final checkpoint releases the lease with it (one trip, not two).
+        self._held[key] = AdoptedLease(claim.lease, release_at_end=True)
         self._holding.set()
         if self._once:
             self._ran.add(key)
@@ -215,10 +217,18 @@ class Daemon:
             await self._clock.sleep_until(self._clock.now() + timedelta(seconds=self._poll))
             tg.cancel_scope.cancel()
 
-    async def _report_paused(self, now: datetime) -> None:
+    async def _report_paused(self, now: datetime, ahead: float) -> None:
         """Report each due session left alone because it is paused, once (until unpaused),
-        so an operator sees why it does not run."""
-        paused = {s.key for s in await self._log.due_sessions(now) if s.paused}
+        so an operator sees why it does not run. Listed at most once a poll: the list is of
+        every due session, those others are running too (a busy fleet's claims come many
+        times a second)."""
+        looked = self._paused_looked
+        if looked is not None and now < looked + timedelta(seconds=self._poll):
+            return
+        self._paused_looked = now
+        paused = {
+            s.key for s in await self._log.due_sessions(now + timedelta(seconds=ahead)) if s.paused
+        }
         for key in sorted(paused - self._paused, key=str):
             self._report("paused", session=str(key), hint="autonomous unpause SESSION")
         self._paused = paused
@@ -232,7 +242,7 @@ class Daemon:
                 self._holding = anyio.Event()
                 await self._holding.wait()
             await self._clock.sleep_until(self._clock.now() + every)
-            held = dict(self._held)
+            held = {key: a for key, a in self._held.items() if not a.released}
             if not held:
                 continue
             try:
@@ -277,7 +287,7 @@ class Daemon:
         """Stop holding a session: off the heartbeat, and its lease released (unless lost)."""
         if self._held.get(key) is adopted:
             del self._held[key]
-        if adopted.lost:
+        if adopted.lost or adopted.released:
             return
         with anyio.CancelScope(shield=True), anyio.move_on_after(_HAND_BACK_TIMEOUT):
             try:

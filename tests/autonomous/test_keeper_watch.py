@@ -269,24 +269,25 @@ class TestWatch:
         assert StopReason.CONTEXT_CANCELLED == result.reason
         assert [] == log.watches
 
-    async def test_what_came_before_the_watch_began_is_read(
+    async def test_what_comes_right_after_the_first_read_wakes_the_watch(
         self, log: WatchedLog, ref: SessionRef
     ) -> None:
-        """An inject appended after the run's first read but before its watch began is not
-        lost: the keeper reads once when it has subscribed."""
+        """The watch begins before the run's first read (taking the lease), so an inject
+        appended just after that read, before the run has started its tasks, wakes it: no
+        gap between the read and the watch where it could be lost."""
         clock = FakeClock()
         model = ScriptedModel(default=told_then_done("slipped in"))
-        subscribe = log.watch
+        acquire = log.acquire_lease
 
-        @contextlib.asynccontextmanager
-        async def late_watch(key: SessionKey | None = None) -> AsyncIterator[FakeWatch]:
-            """Append an inject just before the subscription takes effect."""
+        async def then_inject(key: SessionKey, holder: LeaseHolder, ttl: float) -> Lease:
+            """Take the lease, then append an inject at once."""
+            assert 1 == len([k for k, _ in log.watches if k == ref.key]), "no watch yet"
+            lease = await acquire(key, holder, ttl)
             await send_inject(log, ref.key, "slipped in")
-            async with subscribe(key) as watch:
-                yield watch
+            return lease
 
-        log.watch = late_watch  # type: ignore[method-assign]
-        log.notifying = frozenset({EventKind.CONTROL})  # the run's checkpoints wake nothing
+        log.acquire_lease = then_inject  # type: ignore[method-assign]
+        log.notifying = frozenset({EventKind.INBOX_QUEUED})  # the run's checkpoints wake nothing
         async with start_autonomous(
             lambda extra: Agent(model, tools=extra, session=ref),
             "watch the disk",
