@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import AsyncIterator, Callable, Collection
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from typing import Any, TypeAlias
 from urllib.parse import urlsplit, urlunsplit
 
@@ -22,6 +22,8 @@ from ._events import SessionKey
 Action: TypeAlias = str | Callable[[], str]
 
 Row: TypeAlias = tuple[Any, ...]
+#: A statement's parameters: positional (``%s``) or named (``%(name)s``).
+Params: TypeAlias = Sequence[Any] | Mapping[str, Any]
 Connection: TypeAlias = psycopg.AsyncConnection[Row]
 
 #: What a failed call to the server raises: psycopg's errors and the pool's.
@@ -188,13 +190,13 @@ class Database:
         if bounded.cancelled_caught:
             raise self.unavailable(action, TimeoutError("no answer within the timeout"))
 
-    async def all(self, action: Action, query: str, params: dict[str, Any]) -> list[Row]:
+    async def all(self, action: Action, query: str, params: Params) -> list[Row]:
         """The rows of one statement (none for a statement without a result)."""
         async with self.connection(action) as conn:
             cur = await conn.execute(query, params)
             return await cur.fetchall() if cur.description is not None else []
 
-    async def one(self, action: Action, query: str, params: dict[str, Any]) -> Row:
+    async def one(self, action: Action, query: str, params: Params) -> Row:
         """The one row of a statement that always has one."""
         return (await self.all(action, query, params))[0]
 
