@@ -57,6 +57,7 @@ async def _put_back(
         bounded.deadline = math.inf
         await pool.putconn(conn)
 
+
 #: What a failed call to the server raises: psycopg's errors and the pool's.
 ERRORS = (psycopg.Error, psycopg_pool.PoolTimeout, psycopg_pool.PoolClosed)
 
