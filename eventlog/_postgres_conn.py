@@ -13,6 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 import anyio
 import psycopg
 import psycopg_pool
+from psycopg import pq
 
 from . import _postgres_sql as sql
 from ._errors import StoreUnavailable
@@ -41,6 +42,13 @@ class Connection(psycopg.AsyncConnection[Row]):
         if cursor is None or cursor.closed:
             cursor = self._kept = self.cursor()
         return cursor
+
+
+def _has_rows(cursor: psycopg.AsyncCursor[Row]) -> bool:
+    """Whether the cursor's statement returned rows (``cursor.description`` says so too, but
+    makes a column object of each column first)."""
+    result = cursor.pgresult
+    return result is not None and (result.nfields > 0 or result.status == pq.ExecStatus.TUPLES_OK)
 
 
 async def _put_back(
@@ -240,7 +248,8 @@ class Database:
                 try:
                     cur = conn.kept_cursor()
                     await cur.execute(query, params)
-                    rows = await cur.fetchall() if cur.description is not None else []
+                    if _has_rows(cur):
+                        rows = await cur.fetchall()
                 finally:
                     await _put_back(pool, conn, bounded)
         except ERRORS as exc:
