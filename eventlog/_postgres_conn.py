@@ -30,8 +30,8 @@ Params: TypeAlias = Sequence[Any] | Mapping[str, Any]
 
 class Connection(psycopg.AsyncConnection[Row]):
     """A pooled connection that keeps one cursor for the log's one-statement calls: making a
-    cursor for each statement (what ``execute`` does) costs more client time than adapting
-    an append's parameters."""
+    cursor for each statement (what ``execute`` does) costs about as much client time as
+    building an append's parameters."""
 
     _kept: psycopg.AsyncCursor[Row] | None = None
 
@@ -236,7 +236,7 @@ class Database:
     async def all(self, action: Action, query: str, params: Params) -> list[Row]:
         """The rows of one statement (none for a statement without a result), on a pooled
         connection as :meth:`connection` lends it (written out: every append comes here, and
-        the context manager's generator costs a tenth of a short statement's client time)."""
+        the context manager's generator costs a twentieth of an append's client time)."""
         pool = self._pool
         if pool is None or self.closed:
             pool = await self.connect(action)
