@@ -16,7 +16,10 @@ batch and lease write is one transaction).
 A second table times the appends alone (as ``bench/eventlog_append.py`` does for SQLite): the
 batch one model call appends (an answer with one tool call and its result; with a checkpoint at
 a turn's end), fenced by a held lease, against the floor's one-row INSERT, in alternating
-rounds; "x floor" is again the median of per-round ratios.
+rounds; "x floor" is again the median of per-round ratios. Its CPU columns split an append's
+cost: this process's CPU time ("client") and that of the server processes serving the
+contender's connections ("server", read from /proc: only for a server on this host), each
+per append over all rounds, and as a multiple of the floor's.
 
 Everything happens in a fresh schema of the server's database, dropped at the end.
 
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import gc
 import itertools
 import json
@@ -40,6 +44,7 @@ import statistics
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -67,6 +72,8 @@ DEFAULT_DSN = "postgresql://127.0.0.1:5432/test"
 LEVELS = ("on", "off")
 TS = (50, 500)
 FLOOR_TABLE = "bench_steps"
+#: The application_name of the floor's connection and of the log's pool.
+FLOOR_APP, LOG_APP = "bench-floor", "bench-log"
 FLOOR_PAYLOAD = json.dumps({"text": "", "turn": 3, "tool_calls": [["c1", "tick", '{"n": 3}']]})
 
 
@@ -85,10 +92,32 @@ async def fresh_schema(dsn: str) -> AsyncIterator[str]:
             await conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
-def level_dsn(dsn: str, schema: str, level: str) -> str:
-    """``dsn`` whose connections use ``schema`` and ``synchronous_commit = level``."""
+def level_dsn(dsn: str, schema: str, level: str, app: str = "bench") -> str:
+    """``dsn`` whose connections use ``schema`` and ``synchronous_commit = level``, named
+    ``app`` (their ``application_name``: how the server's processes serving them are found)."""
     options = quote(f"-csearch_path={schema} -csynchronous_commit={level}")
-    return f"{dsn}{'&' if '?' in dsn else '?'}options={options}"
+    return f"{dsn}{'&' if '?' in dsn else '?'}options={options}&application_name={app}"
+
+
+async def backends(conn: psycopg.AsyncConnection[Any], app: str) -> list[int]:
+    """The pids of the server processes serving connections named ``app``."""
+    cursor = await conn.execute(
+        "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (app,)
+    )
+    return [row[0] for row in await cursor.fetchall()]
+
+
+def cpu_seconds(pids: list[int]) -> float | None:
+    """CPU seconds (user and system) the processes ``pids`` used so far, from /proc; ``None``
+    when they cannot be read (a server on another host)."""
+    total = 0
+    try:
+        for pid in pids:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime in clock ticks
+    except (OSError, IndexError, ValueError):
+        return None
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 async def open_floor(dsn: str) -> psycopg.AsyncConnection[Any]:
@@ -181,6 +210,28 @@ def loop_batch(key: SessionKey, n: int, *, checkpoint: bool) -> list[Event]:
 Contender = Callable[[int], Awaitable[None]]
 
 
+@dataclasses.dataclass
+class Samples:
+    """One contender's rounds: microseconds per append of each, and the CPU seconds it used
+    over all of them, here and on the server (``None``: the server's processes not readable)."""
+
+    micros: list[float] = dataclasses.field(default_factory=list)
+    client: float = 0.0
+    server: float | None = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Appended:
+    """A contender's line of the per-append table: the median microseconds per append, its
+    median per-round ratio to the floor, and the CPU microseconds per append (over all
+    rounds) of this process and of the server."""
+
+    micros: float
+    ratio: float
+    client: float
+    server: float | None
+
+
 def floor_contender(conn: psycopg.AsyncConnection[Any]) -> Contender:
     """``n`` floor appends: one INSERT each, committed by autocommit."""
     insert = f"INSERT INTO {FLOOR_TABLE} (payload) VALUES (%s)"
@@ -208,63 +259,87 @@ async def fenced_contender(log: EventLog, key: SessionKey, *, checkpoint: bool) 
 
 
 async def race(
-    contenders: dict[str, Contender], per_round: int, rounds: int
-) -> dict[str, list[float]]:
-    """Microseconds per append of each contender, round by round; every other round runs them
-    in reverse order (a warm-up round first)."""
-    samples: dict[str, list[float]] = {name: [] for name in contenders}
-    for run in contenders.values():
+    contenders: dict[str, tuple[Contender, str]],
+    probe: psycopg.AsyncConnection[Any],
+    per_round: int,
+    rounds: int,
+) -> dict[str, Samples]:
+    """Each contender's rounds (a contender: its appends, and the application_name of its
+    connections, whose server processes ``probe`` finds); every other round runs them in
+    reverse order (a warm-up round first)."""
+    samples = {name: Samples() for name in contenders}
+    for run, _ in contenders.values():
         await run(max(1, per_round // 4))
     for r in range(rounds):
         names = list(contenders)
         if r % 2:
             names.reverse()
         for name in names:
+            run, app = contenders[name]
+            pids = await backends(probe, app)
             gc.collect()
+            cpu, server = time.process_time(), cpu_seconds(pids)
             start = time.perf_counter()
-            await contenders[name](per_round)
-            samples[name].append((time.perf_counter() - start) / per_round * 1e6)
+            await run(per_round)
+            took = time.perf_counter() - start
+            server_after = cpu_seconds(pids)
+            sample = samples[name]
+            sample.micros.append(took / per_round * 1e6)
+            sample.client += time.process_time() - cpu
+            if server is None or server_after is None or sample.server is None:
+                sample.server = None
+            else:
+                sample.server += server_after - server
     return samples
 
 
 async def per_append(
     rounds: int, per_round: int, floor: psycopg.AsyncConnection[Any], log: PostgresEventLog
-) -> dict[str, tuple[float, float]]:
-    """Each contender's median microseconds per append, and its median per-round ratio to the
-    floor."""
+) -> dict[str, Appended]:
+    """Each contender's line of the per-append table."""
     level = await setting(floor, "synchronous_commit")
     contenders = {
-        "psycopg floor (1 row)": floor_contender(floor),
-        "postgres, 2 events": await fenced_contender(
-            log, SessionKey("bench", "append", f"two-{level}"), checkpoint=False
+        "psycopg floor (1 row)": (floor_contender(floor), FLOOR_APP),
+        "postgres, 2 events": (
+            await fenced_contender(
+                log, SessionKey("bench", "append", f"two-{level}"), checkpoint=False
+            ),
+            LOG_APP,
         ),
-        "postgres, 3 events": await fenced_contender(
-            log, SessionKey("bench", "append", f"three-{level}"), checkpoint=True
+        "postgres, 3 events": (
+            await fenced_contender(
+                log, SessionKey("bench", "append", f"three-{level}"), checkpoint=True
+            ),
+            LOG_APP,
         ),
     }
-    samples = await race(contenders, per_round, rounds)
-    base = samples["psycopg floor (1 row)"]
+    samples = await race(contenders, floor, per_round, rounds)
+    base = samples["psycopg floor (1 row)"].micros
+    appends = rounds * per_round
     return {
-        name: (
-            statistics.median(times),
-            statistics.median(a / b for a, b in zip(times, base, strict=True)),
+        name: Appended(
+            statistics.median(sample.micros),
+            statistics.median(a / b for a, b in zip(sample.micros, base, strict=True)),
+            sample.client / appends * 1e6,
+            None if sample.server is None else sample.server / appends * 1e6,
         )
-        for name, times in samples.items()
+        for name, sample in samples.items()
     }
 
 
 # ---- the run ----------------------------------------------------------------------------
 
 
-async def bench_level(
-    dsn: str, level: str, repeats: int, rounds: int
-) -> tuple[dict[int, dict[str, float]], dict[str, tuple[float, float]]]:
+Results = tuple[dict[int, dict[str, float]], dict[str, Appended]]
+
+
+async def bench_level(dsn: str, schema: str, level: str, repeats: int, rounds: int) -> Results:
     """Every figure at one synchronous_commit level."""
-    floor = await open_floor(dsn)
+    floor = await open_floor(level_dsn(dsn, schema, level, FLOOR_APP))
     try:
         seen = await setting(floor, "synchronous_commit")
         assert seen == level, f"the DSN asked for synchronous_commit={level}, the server has {seen}"
-        async with PostgresEventLog(dsn) as log:
+        async with PostgresEventLog(level_dsn(dsn, schema, level, LOG_APP)) as log:
             calls = {t: await per_call(t, repeats, floor, log, level) for t in TS}
             appends = await per_append(rounds, 200, floor, log)
     finally:
@@ -272,11 +347,7 @@ async def bench_level(
     return calls, appends
 
 
-def report(
-    results: dict[str, tuple[dict[int, dict[str, float]], dict[str, tuple[float, float]]]],
-    repeats: int,
-    rounds: int,
-) -> None:
+def report(results: dict[str, Results], repeats: int, rounds: int) -> None:
     """Print both tables."""
     print(f"\nper model call: median of {repeats} runs; microseconds per model call")
     print(f"{'T':>4} {'sync':>5} {'floor':>8} {'postgres':>9} {'x floor':>8} {'commits':>8}")
@@ -286,12 +357,27 @@ def report(
                 f"{t:>4} {level:>5} {r['floor']:>8.1f} {r['postgres']:>9.1f}"
                 f" {r['x_floor']:>8.2f} {r['commits_per_call']:>8.2f}"
             )
-    print(f"\nper append: median of {rounds} rounds of 200; microseconds per append")
-    print(f"{'sync':>5} {'':<24}{'us/append':>10}{'us/event':>10}{'x floor':>9}")
+    print(
+        f"\nper append: median of {rounds} rounds of 200, microseconds per append; CPU"
+        " microseconds per append over all rounds (x: the floor's multiple)"
+    )
+    print(
+        f"{'sync':>5} {'':<24}{'us/append':>10}{'us/event':>10}{'x floor':>9}"
+        f"{'client':>9}{'x':>6}{'server':>9}{'x':>6}"
+    )
     for level, (_, appends) in results.items():
-        for name, (micros, ratio) in appends.items():
+        base = appends["psycopg floor (1 row)"]
+        for name, line in appends.items():
             events = 1 if "floor" in name else int(name.split(", ")[1][0])
-            print(f"{level:>5} {name:<24}{micros:>10.1f}{micros / events:>10.2f}{ratio:>9.2f}")
+            client = f"{line.client:>9.1f}{line.client / base.client:>6.2f}"
+            if line.server is None or base.server is None:
+                server = f"{'n/a':>9}{'':>6}"
+            else:
+                server = f"{line.server:>9.1f}{line.server / base.server:>6.2f}"
+            print(
+                f"{level:>5} {name:<24}{line.micros:>10.1f}{line.micros / events:>10.2f}"
+                f"{line.ratio:>9.2f}{client}{server}"
+            )
 
 
 async def main(dsn: str, quick: bool, command: str) -> None:
@@ -307,8 +393,7 @@ async def main(dsn: str, quick: bool, command: str) -> None:
     async with fresh_schema(dsn) as schema:
         print(f"schema {schema} (dropped at the end)")
         results = {
-            level: await bench_level(level_dsn(dsn, schema, level), level, repeats, rounds)
-            for level in LEVELS
+            level: await bench_level(dsn, schema, level, repeats, rounds) for level in LEVELS
         }
     report(results, repeats, rounds)
 

@@ -152,17 +152,20 @@ class PostgresEventLog:
         for event in events:
             if event.kind == EventKind.CHECKPOINT:
                 checkpoint_of(event)  # fails before any session is added
-        action = f"append to session {events[0].key}"
+        key = events[0].key
+
+        def action() -> str:
+            return f"append to session {key}"
+
         sids = await self._db.sids_of({event.key for event in events}, action)
-        simple, params = batches.append_params(
-            events, sids, channel=self._db.channel, release=release
+        fence = None if lease is None else (lease.holder.token, lease.epoch)
+        query, params = batches.append_params(
+            events, sids, channel=self._db.channel, fence=fence, release=release
         )
-        if lease is not None:
-            params["token"], params["epoch"] = lease.holder.token, lease.epoch
-        if simple:  # the seqs are taken in batch order; RETURNING promises no order
-            seqs = sorted(row[0] for row in await self._db.all(action, sql.APPEND_EVENTS, params))
-        else:
-            seqs = (await self._db.one(action, sql.APPEND, params))[0] or []
+        if query is sql.APPEND:
+            seqs = (await self._db.one(action, query, params))[0] or []
+        else:  # the seqs are taken in batch order; RETURNING promises no order
+            seqs = sorted(row[0] for row in await self._db.all(action, query, params))
         if not seqs:  # the fence locked nothing: not our lease any more
             assert lease is not None  # an unfenced batch always locks its sessions' rows
             raise await self._lost(lease)

@@ -1,11 +1,15 @@
 """A batch of events as the parameters of PostgresEventLog's append statements: the rows, and
 what the batch does to each session's row (its summary, the lease, notifications).
 
-The rows go as one JSON document (a list of rows, each a list of columns), not as one array
-parameter per column: the standard library writes JSON in C, where psycopg adapts a list in
-Python, element by element (for the seven text arrays of a two-event batch, ten times the
-cost of the statement's commit at ``synchronous_commit = off``), and a JSON parameter lets
-the server keep one plan for every batch size (an array's length changes the plan it picks).
+A few events of one session that write nothing but their rows (most model calls' batch) go
+as plain parameters, one statement per batch size (:data:`APPEND_ROWS`): psycopg adapts
+strings, integers and times in C, and the server binds them as they are. Any other batch
+goes to :data:`APPEND` as one JSON document (a list of rows, each a list of columns), not as
+one array parameter per column: the standard library writes JSON in C, where psycopg adapts
+a list in Python, element by element (for the seven text arrays of a two-event batch, ten
+times the cost of the statement's commit at ``synchronous_commit = off``), and a JSON
+parameter lets the server keep one plan for every batch size (an array's length changes the
+plan it picks).
 """
 
 from __future__ import annotations
@@ -16,8 +20,10 @@ from typing import Any
 
 import attrs
 
+from . import _postgres_sql as sql
 from ._codec import encode_payload
 from ._events import Event, EventKind, SessionKey
+from ._postgres_conn import Params
 from ._postgres_sql import escape, notice
 from ._rules import as_utc, control_marks, summary_of
 
@@ -41,15 +47,52 @@ def _json(value: Any) -> str:
 
 
 def append_params(
-    events: Sequence[Event], sids: dict[SessionKey, int], *, channel: str, release: bool = False
-) -> tuple[bool, dict[str, Any]]:
-    """The statement a batch whose sessions' ids are all in ``sids`` needs, and its parameters:
-    ``(True, ...)`` for :data:`APPEND_EVENTS` (one session, no summary, lease or notification
-    to write: most model calls' batch), ``(False, ...)`` for :data:`APPEND`.
+    events: Sequence[Event],
+    sids: dict[SessionKey, int],
+    *,
+    channel: str,
+    fence: tuple[str, int] | None = None,
+    release: bool = False,
+) -> tuple[str, Params]:
+    """The statement a batch whose sessions' ids are all in ``sids`` needs, and its
+    parameters, fenced by ``fence`` (a lease's token and epoch) when given: one of
+    :data:`APPEND_ROWS` for a few events of one session that write no summary, lease or
+    notification (most model calls' batch: it returns a row of each seq, in no order), else
+    :data:`APPEND` (it returns one row: the seqs in batch order).
 
     Raises :class:`TypeError` (before anything is sent) for a checkpoint kind without a
     checkpoint payload.
     """
+    key = events[0].key
+    if (
+        not release
+        and len(events) <= sql.ROWS_STATEMENTS
+        and all(event.key == key and event.kind not in NOTIFYING_KINDS for event in events)
+    ):
+        token, epoch = fence if fence is not None else (None, None)
+        params: list[Any] = [sids[key], token, token, epoch]
+        for event in events:
+            params += (
+                escape(event.id),
+                str(event.kind),
+                escape(event.author),
+                as_utc(event.at),
+                event.v,
+                encode_payload(event.payload),
+            )
+        return sql.APPEND_ROWS[len(events)], params
+    return sql.APPEND, _batch_params(events, sids, channel=channel, fence=fence, release=release)
+
+
+def _batch_params(
+    events: Sequence[Event],
+    sids: dict[SessionKey, int],
+    *,
+    channel: str,
+    fence: tuple[str, int] | None,
+    release: bool,
+) -> dict[str, Any]:
+    """:data:`APPEND`'s parameters."""
     rows: list[list[Any]] = []
     changes: dict[SessionKey, _Change] = {}
     notify: dict[SessionKey, None] = {}
@@ -82,18 +125,17 @@ def append_params(
         for key in {event.key for event in events}:
             changes.setdefault(key, _Change())
             notify[key] = None
-    params: dict[str, Any] = {"token": None, "epoch": None, "events": _json(rows)}
-    if len(session_ids) == 1 and not changes and not notify:
-        params["sid"] = session_ids[0]
-        return True, params
-    params.update(
-        sids=session_ids,
-        sessions=len(session_ids),
-        changes=_json(_change_rows(events, sids, changes, release)),
-        channel=channel,
-        notify=_json([notice(key) for key in notify]),
-    )
-    return False, params
+    token, epoch = fence if fence is not None else (None, None)
+    return {
+        "token": token,
+        "epoch": epoch,
+        "events": _json(rows),
+        "sids": session_ids,
+        "sessions": len(session_ids),
+        "changes": _json(_change_rows(events, sids, changes, release)),
+        "channel": channel,
+        "notify": _json([notice(key) for key in notify]),
+    }
 
 
 def _change_rows(

@@ -20,10 +20,18 @@ __all__ = ["escape", "key_of", "key_of_notice", "key_params", "notice", "unescap
 
 #: The version of the tables below, kept in ``eventlog_meta``; a newer schema is refused, never
 #: rewritten. An older one is migrated when opened, one version at a time (:data:`MIGRATIONS`).
-STORE_VERSION = 1
+STORE_VERSION = 2
 
-#: The statements that bring each older version to the next (none yet: version 1 is the first).
-MIGRATIONS: dict[str, tuple[str, ...]] = {}
+# Version 1 to 2: the events' foreign key on their session goes. It checked nothing the
+# statements do not (an append inserts only rows of sessions it has locked, and a session row
+# is never deleted), and it cost each inserted row a trigger and a lookup of its session.
+MIGRATE_1_TO_2 = (
+    "ALTER TABLE eventlog_events DROP CONSTRAINT IF EXISTS eventlog_events_sid_fkey",
+    "UPDATE eventlog_meta SET value = '2' WHERE key = 'schema_version'",
+)
+
+#: The statements that bring each older version to the next, run in one transaction.
+MIGRATIONS: dict[str, tuple[str, ...]] = {"1": MIGRATE_1_TO_2}
 
 # The lease lives on the session row (holder, epoch, expiry): the row every append locks first,
 # so that an append, a claim and a takeover of one session run one after another. A released
@@ -67,7 +75,7 @@ CREATE INDEX IF NOT EXISTS eventlog_sessions_due ON eventlog_sessions (next_wake
     "CREATE SEQUENCE IF NOT EXISTS eventlog_seq",
     """
 CREATE TABLE IF NOT EXISTS eventlog_events (
-    sid bigint NOT NULL REFERENCES eventlog_sessions (sid),
+    sid bigint NOT NULL,  -- a session's row, never deleted (see MIGRATE_1_TO_2)
     seq bigint NOT NULL,
     id text NOT NULL,
     kind text NOT NULL,
@@ -117,20 +125,33 @@ _EVENT_VALUES = """
 """
 _FENCE = "(%(token)s::text IS NULL OR (holder_token = %(token)s AND epoch = %(epoch)s))"
 
-# The append of most model calls (an answer, its tool calls' results): events of one session
-# that change nothing on its row. One statement: lock the session row, fenced by the lease
-# when there is one; only then take the seqs (one per event, in batch order) and insert. A
-# fence that fails locks no row, so that nothing is inserted.
-APPEND_EVENTS = f"""
+# The append of most model calls (an answer, its tool calls' results): a few events of one
+# session that change nothing on its row. One statement: lock the session row, fenced by the
+# lease when there is one; only then take the seqs (one per event, in batch order) and insert.
+# A fence that fails locks no row, so that nothing is inserted. The rows are plain parameters
+# (one statement per batch size, each prepared once per connection): the server binds them as
+# they are, where the JSON of APPEND is parsed again for every column of every row. The
+# parameters: the session's id, the token twice (None: no fence) and the epoch, then per event
+# its id, kind, author, time, schema version and payload.
+ROWS_STATEMENTS = 8
+_ROW = "(%s, %%s, %%s, %%s, %%s::timestamptz, %%s::integer, %%s)"
+_APPEND_ROWS = """
 WITH fence AS (
-    SELECT sid FROM eventlog_sessions WHERE sid = %(sid)s AND {_FENCE} FOR UPDATE
+    SELECT sid FROM eventlog_sessions
+    WHERE sid = %s AND (%s::text IS NULL OR (holder_token = %s AND epoch = %s))
+    FOR UPDATE
 )
 INSERT INTO eventlog_events (sid, seq, id, kind, author, at, v, payload)
-SELECT b.sid, nextval('eventlog_seq'), b.id, b.kind, b.author, b.at, b.v, b.payload
-FROM fence, (SELECT r.ord, {_EVENT_VALUES} FROM {_EVENT_ROWS}) AS b
-ORDER BY b.ord
+SELECT fence.sid, nextval('eventlog_seq'), r.id, r.kind, r.author, r.at, r.v, r.payload
+FROM fence, (VALUES {rows}) AS r (ord, id, kind, author, at, v, payload)
+ORDER BY r.ord
 RETURNING seq
 """
+#: The statement of each batch size from 1 to :data:`ROWS_STATEMENTS` (larger ones: APPEND).
+APPEND_ROWS = {
+    n: _APPEND_ROWS.format(rows=", ".join(_ROW % ordinal for ordinal in range(1, n + 1)))
+    for n in range(1, ROWS_STATEMENTS + 1)
+}
 
 # Any other append, one statement: lock the batch's session rows (in sid order, so that two
 # batches never deadlock), fenced by the lease when there is one; only then take the seqs

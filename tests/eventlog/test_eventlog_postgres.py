@@ -31,6 +31,7 @@ from eventlog import (
     Watch,
 )
 from eventlog._postgres_conn import mask_dsn
+from eventlog._postgres_sql import STORE_VERSION
 from tests.eventlog.conftest import FakeClock
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
@@ -276,7 +277,7 @@ class TestSchema:
     async def test_made_on_first_use_at_the_current_version(
         self, pg_dsn: str, clock: FakeClock
     ) -> None:
-        """Three logs opening an empty schema at once all open it; it says version 1."""
+        """Three logs opening an empty schema at once all open it; it says the current version."""
         logs = [PostgresEventLog(pg_dsn, clock=clock) for _ in range(3)]
         async with anyio.create_task_group() as tg:
             for opening in logs:
@@ -285,7 +286,7 @@ class TestSchema:
             await opened.aclose()
         async with await psycopg.AsyncConnection.connect(pg_dsn) as conn:
             cur = await conn.execute("SELECT value FROM eventlog_meta")
-            assert [("1",)] == await cur.fetchall()
+            assert [(str(STORE_VERSION),)] == await cur.fetchall()
 
     async def test_a_newer_schema_is_refused(self, pg_dsn: str, clock: FakeClock) -> None:
         """A schema a newer release wrote raises StoreUnavailable and is left as it is."""
