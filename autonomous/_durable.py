@@ -28,6 +28,7 @@ from scheduler import Clock
 from ._control_requests import latest_control_seq
 from ._logging import get_logger
 from ._options import RunOptions
+from ._result import StopReason
 
 _WATCH_KINDS = (EventKind.INBOX_QUEUED, EventKind.CONTROL)
 _RELEASE_TIMEOUT = 5.0
@@ -43,8 +44,9 @@ class AdoptedLease:
     each renewal, :meth:`lose` tells the run the lease is gone (the run then stops as
     ``lease_lost`` and writes nothing more). The lender releases it too, unless it lets the
     run do so with its last write (``release_at_end``: the final checkpoint and the release
-    are then one trip to the store); a run its caller cancels leaves the lease held even so,
-    for the lender's own last writes (a daemon hands the session back). :attr:`released` says
+    are then one trip to the store); a run that ends ``context_cancelled`` (stopped, or
+    cancelled by its caller) leaves the lease held even so, for the lender's own last writes
+    (a daemon hands the session back). :attr:`released` says
     whether the run released it. Made inside the event loop.
     """
 
@@ -128,7 +130,7 @@ class SessionKeeper:
 
     When the store has ``watch`` (PostgreSQL), the watch also wakes on its notifications, so
     a remote inject or stop reaches the run at once; ``control_poll`` stays the fallback.
-    The run subscribes (:meth:`subscribe`) before its first read of the log, so that the
+    The run subscribes (:meth:`begin`) before its first read of the log, so that the
     notifications cover whatever that read did not see.
     """
 
@@ -171,9 +173,10 @@ class SessionKeeper:
             await self._release(Lease(self.key, holder, utcnow()))
             raise
 
-    async def subscribe(self, stack: AsyncExitStack) -> None:
-        """Begin the store's ``watch`` of the session now, for as long as ``stack`` is open;
-        nothing for a store without one (the poll alone watches then).
+    async def begin(self, stack: AsyncExitStack) -> None:
+        """Subscribe to the store's ``watch`` of the session (for as long as ``stack`` is
+        open; none for a store without one: the poll alone watches then), then take the
+        lease unless one was lent.
 
         Called before the run first reads the session (lease, checkpoint, restore): every
         change committed after that wakes the watch, so it needs no read of its own for the
@@ -182,6 +185,8 @@ class SessionKeeper:
         subscribe = store_watch(self.log)
         if subscribe is not None:
             self._notified = await stack.enter_async_context(subscribe(self.key))
+        if self.adopted is None:
+            await self.acquire()
 
     async def start_watching_after(self, seq: int | None = None) -> None:
         """Watch for inbox and control events newer than ``seq`` (default: the newest now).
@@ -235,7 +240,7 @@ class SessionKeeper:
     async def watch(self) -> None:
         """Read the log for inbox messages and control requests from other processes every
         ``control_poll``, and at each notification of the store's ``watch`` when the run
-        subscribed to it (:meth:`subscribe`), until cancelled."""
+        subscribed to it (:meth:`begin`), until cancelled."""
         tick = _Ticker(self.opts.clock, self.opts.control_poll, self._watch_from)
         async with anyio.create_task_group() as tg:
             if self._notified is not None:  # one task for the run, not one per wait
@@ -299,20 +304,23 @@ class SessionKeeper:
             events.append(batch[0])
             after = batch[0].seq
 
-    async def append_last(self, events: list[Event], *, ended: bool = True) -> list[int]:
-        """Append the run's last events, and drop the lease with them when the store can.
+    async def append_last(self, events: list[Event], reason: StopReason | None = None) -> list[int]:
+        """Append the run's last events (it ends with ``reason``), and drop the lease with
+        them when the store can.
 
         The store's ``append_and_release`` does both in one transaction. When this returns,
         the lease is no longer held; when it raises, the lease is still ours for
         :meth:`release` to drop. A lent lease stays held (its lender releases it) unless the
-        lender allowed otherwise (:attr:`AdoptedLease.release_at_end`) and the run ``ended``
-        by itself, not cancelled by its caller.
+        lender allowed otherwise (:attr:`AdoptedLease.release_at_end`) and the run ends by
+        itself: not ``context_cancelled`` (a stop, or its caller's cancellation), after which
+        the lender may still write on the lease (a daemon hands the session back).
         """
         both = getattr(self.log, "append_and_release", None)
         lease = self.lease
         adopted = self.adopted
         if self.lost:
             raise LeaseLost(str(self.key), "taken over by another holder")
+        ended = reason is not StopReason.CONTEXT_CANCELLED
         lent = adopted is not None and not (adopted.release_at_end and ended)
         self.written_last = True  # from now on nothing the watch reads changes the run
         if both is None or lease is None or lent:

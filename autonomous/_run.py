@@ -88,9 +88,9 @@ class Run:
         self.key: SessionKey | None = None
         self.conv: Conversation | None = None
         self._keeper: SessionKeeper | None = None
+        self._session: SessionState | None = None  # read once, under the lease, to resume
         self._control: ControlTools | None = None
         self._final_written = False
-        self._cancelled = False  # by the caller: a lender may still write on its lease
         self._started = 0.0
         self._resources = AsyncExitStack()
         self._tools: ToolTable | None = None
@@ -127,7 +127,6 @@ class Run:
             assert self.result is not None
             return self.result
         except anyio.get_cancelled_exc_class():
-            self._cancelled = True
             with anyio.move_on_after(_FINAL_WRITE_TIMEOUT, shield=True):
                 await self._exit(StopReason.CONTEXT_CANCELLED)
             raise
@@ -147,13 +146,10 @@ class Run:
         None when the resumed session had already finished: its stored result is the run's.
         """
         ref = self.resume_ref
-        session = None
         if ref is not None:
             if ref.log.durable or self.adopted is not None:
                 await self._hold(ref)
-            # Read once, under the lease: the restore below goes on from the same checkpoint.
-            session = await session_state(ref.log, ref.key)
-            if await self._finished_already(ref, session) is not None:
+            if await self._finished_already(ref) is not None:
                 return None
         agent = await self._build()
         self._tools = await open_tool_table(agent, self._resources, self.log)
@@ -166,8 +162,8 @@ class Run:
         if self._keeper is not None:
             conv.lease = self._keeper.lease  # every append of the run is fenced by it
         watch_after = None
-        if session is not None:
-            watch_after = await self._resume(conv, session)
+        if ref is not None:
+            watch_after = await self._resume(conv)
         else:
             conv.goal = self.state.goal
         if self._keeper is not None:
@@ -175,10 +171,9 @@ class Run:
         self.controls.ready.set()
         return agent
 
-    async def _resume(self, conv: Conversation, session: SessionState) -> int:
-        """Put the run where its session's log left it (``session``: its state as read at
-        the start); the last seq read."""
-        restored = await restore(conv.log, conv.key, window=conv.window, known=session)
+    async def _resume(self, conv: Conversation) -> int:
+        """Put the run where its session's log left it; the last seq read."""
+        restored = await restore(conv.log, conv.key, window=conv.window, known=self._session)
         prompt = self.opts.continuation_prompt
         self.state = RunState.from_restored(restored, continuation_prompt=prompt)
         inbox = self.controls.inbox
@@ -241,13 +236,12 @@ class Run:
             on_event=self.controls.apply_remote,
             adopted=self.adopted,
         )
-        await self._keeper.subscribe(self._resources)  # before the lease and the first read
-        if self.adopted is None:
-            await self._keeper.acquire()
+        await self._keeper.begin(self._resources)
 
-    async def _finished_already(self, ref: SessionRef, session: SessionState) -> RunResult | None:
+    async def _finished_already(self, ref: SessionRef) -> RunResult | None:
         """The stored result of a session that completed, or that was stopped on purpose
-        and is not resumed with ``force`` (``session``: its state); None when it is to run."""
+        and is not resumed with ``force``; None when the session is to run."""
+        session = self._session = await session_state(ref.log, ref.key)
         if session.completed:
             reason, status = StopReason.COMPLETED, AutonomousStatus.COMPLETED
         elif session.stopped and not self.force:
@@ -420,7 +414,7 @@ class Run:
         self.state.last_turn_failed = False
         self.conv.record(checkpoint)
         if last and keeper is not None:  # the lease goes with the run's last write
-            await keeper.append_last(self.conv.take_pending(), ended=not self._cancelled)
+            await keeper.append_last(self.conv.take_pending(), stop_reason)
         else:
             await self.conv.flush()
         reason = stop_reason.value if stop_reason else None

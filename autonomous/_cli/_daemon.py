@@ -242,7 +242,7 @@ class Daemon:
                 self._holding = anyio.Event()
                 await self._holding.wait()
             await self._clock.sleep_until(self._clock.now() + every)
-            held = {key: a for key, a in self._held.items() if not a.released}
+            held = {key: lent for key, lent in self._held.items() if not lent.released}
             if not held:
                 continue
             try:
