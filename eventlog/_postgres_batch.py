@@ -149,7 +149,7 @@ def _change_rows(
     for key, change in changes.items():
         row: list[Any] = [sids[key]]
         if change.checkpoint is None:
-            row += [None, None, None, None, None, None, change.paused, change.stopped, None]
+            row += [None] * 6 + [change.paused, change.stopped, None, None, None]
         else:
             summary = summary_of(events[change.checkpoint], 0)
             wake = summary.next_wake_at
@@ -163,6 +163,8 @@ def _change_rows(
                 summary.paused if change.paused is None else change.paused,
                 summary.stopped or change.stopped,
                 summary.unpriced,
+                summary.input_tokens,
+                summary.cached_input_tokens,
             ]
         row.append(release)
         rows.append(row)

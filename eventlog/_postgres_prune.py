@@ -21,6 +21,9 @@ BATCH = 500
 #: Seconds the prune's lease on a session lasts; every batch renews it.
 LEASE_TTL = 60.0
 
+#: Where a candidate's summary columns end (its holder's three, empty, included).
+_WIDTH = sql.SUMMARY_WIDTH + 3
+
 #: Runs one statement: (what it does, the statement, its parameters) -> its rows.
 Fetch = Callable[[str, str, dict[str, Any]], Awaitable[list[tuple[Any, ...]]]]
 
@@ -79,11 +82,11 @@ class Pruner:
         plans: list[_Plan] = []
         held: list[SessionKey] = []
         for row in rows:
-            summary = sql.summary_from_row(row[:15])
-            sid, removable, last_seq, last_at = row[15:19]
+            summary = sql.summary_from_row(row[:_WIDTH])
+            sid, removable, last_seq, last_at, *lease = row[_WIDTH:]
             if removable <= 0 or not prunable(summary, as_utc(last_at), cut):
                 continue
-            holder, expiry, _ = sql.lease_of_row(row[19:])
+            holder, expiry, _ = sql.lease_of_row(lease)
             if holder is not None and not may_take_lease(
                 holder, expiry, self._holder, now, this_host=self._host
             ):

@@ -1,26 +1,40 @@
-"""PostgresEventLog's schema, every SQL statement it runs, and the row <-> value conversions."""
+"""PostgresEventLog's schema and every SQL statement it runs (rows read back: _postgres_rows)."""
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
-from datetime import datetime
-from typing import Any
 
-import attrs
 from psycopg import sql as psql
 
-from ._codec import decode_payload
-from ._events import Event, EventKind, SessionKey
+from ._events import EventKind
+from ._postgres_rows import (
+    claim_from_row,
+    event_from_row,
+    holder_params,
+    lease_of_row,
+    lost_detail,
+    summary_from_row,
+)
 from ._postgres_text import escape, key_of, key_of_notice, key_params, notice, unescape
-from ._rules import as_utc
-from ._store import LeaseHolder, SessionSummary
 
-__all__ = ["escape", "key_of", "key_of_notice", "key_params", "notice", "unescape"]
+__all__ = [
+    "claim_from_row",
+    "escape",
+    "event_from_row",
+    "holder_params",
+    "key_of",
+    "key_of_notice",
+    "key_params",
+    "lease_of_row",
+    "lost_detail",
+    "notice",
+    "summary_from_row",
+    "unescape",
+]
 
 #: The version of the tables below, kept in ``eventlog_meta``; a newer schema is refused, never
 #: rewritten. An older one is migrated when opened, one version at a time (:data:`MIGRATIONS`).
-STORE_VERSION = 2
+STORE_VERSION = 3
 
 # Version 1 to 2: the events' foreign key on their session goes. It checked nothing the
 # statements do not (an append inserts only rows of sessions it has locked, and a session row
@@ -30,8 +44,26 @@ MIGRATE_1_TO_2 = (
     "UPDATE eventlog_meta SET value = '2' WHERE key = 'schema_version'",
 )
 
+# Version 2 to 3: the summary's token columns, backfilled from each session's latest checkpoint
+# in a block of its own: a checkpoint row that is not JSON (reading it fails loudly elsewhere)
+# leaves every session at 0 until its next checkpoint, rather than the schema unopenable.
+MIGRATE_2_TO_3 = (
+    """
+ALTER TABLE eventlog_sessions ADD COLUMN input_tokens bigint NOT NULL DEFAULT 0,
+    ADD COLUMN cached_input_tokens bigint NOT NULL DEFAULT 0""",
+    """
+DO $$ BEGIN
+    UPDATE eventlog_sessions AS s SET
+        input_tokens = coalesce((e.payload::json->>'input_tokens')::bigint, 0),
+        cached_input_tokens = coalesce((e.payload::json->>'cached_input_tokens')::bigint, 0)
+    FROM eventlog_events AS e WHERE e.sid = s.sid AND e.seq = s.checkpoint_seq;
+EXCEPTION WHEN data_exception THEN NULL;
+END $$""",
+    "UPDATE eventlog_meta SET value = '3' WHERE key = 'schema_version'",
+)
+
 #: The statements that bring each older version to the next, run in one transaction.
-MIGRATIONS: dict[str, tuple[str, ...]] = {"1": MIGRATE_1_TO_2}
+MIGRATIONS: dict[str, tuple[str, ...]] = {"1": MIGRATE_1_TO_2, "2": MIGRATE_2_TO_3}
 
 # The lease lives on the session row (holder, epoch, expiry): the row every append locks first,
 # so that an append, a claim and a takeover of one session run one after another. A released
@@ -60,6 +92,8 @@ CREATE TABLE IF NOT EXISTS eventlog_sessions (
     paused boolean NOT NULL DEFAULT false,
     stopped boolean NOT NULL DEFAULT false,
     unpriced boolean NOT NULL DEFAULT false,
+    input_tokens bigint NOT NULL DEFAULT 0,
+    cached_input_tokens bigint NOT NULL DEFAULT 0,
     holder_host text,
     holder_pid integer,
     holder_token text,
@@ -173,14 +207,15 @@ WITH locked AS (
 ), inserted AS (
     INSERT INTO eventlog_events (sid, seq, id, kind, author, at, v, payload)
     SELECT sid, seq, id, kind, author, at, v, payload FROM batch ORDER BY ord
-), changes AS MATERIALIZED (  -- once: the update reads ck_seq nine times
+), changes AS MATERIALIZED (  -- once: the update reads ck_seq eleven times
     SELECT u.*, (SELECT b.seq FROM batch AS b WHERE b.ord = u.ck_ord) AS ck_seq
     FROM (
         SELECT (c->>0)::bigint AS sid, (c->>1)::bigint AS ck_ord, (c->>2)::bigint AS turns,
                (c->>3)::double precision AS cost_usd, c->>4 AS stop_reason,
                (c->>5)::timestamptz AS next_wake_at, (c->>6)::timestamptz AS updated_at,
                (c->>7)::boolean AS paused, (c->>8)::boolean AS stopped,
-               (c->>9)::boolean AS unpriced, (c->>10)::boolean AS release
+               (c->>9)::boolean AS unpriced, (c->>10)::bigint AS input_tokens,
+               (c->>11)::bigint AS cached_input_tokens, (c->>12)::boolean AS release
         FROM json_array_elements(%(changes)s::json) AS c
     ) AS u
     WHERE EXISTS (SELECT 1 FROM batch)
@@ -193,6 +228,9 @@ WITH locked AS (
         next_wake_at = CASE WHEN c.ck_seq IS NULL THEN s.next_wake_at ELSE c.next_wake_at END,
         updated_at = CASE WHEN c.ck_seq IS NULL THEN s.updated_at ELSE c.updated_at END,
         unpriced = CASE WHEN c.ck_seq IS NULL THEN s.unpriced ELSE c.unpriced END,
+        input_tokens = CASE WHEN c.ck_seq IS NULL THEN s.input_tokens ELSE c.input_tokens END,
+        cached_input_tokens = CASE
+            WHEN c.ck_seq IS NULL THEN s.cached_input_tokens ELSE c.cached_input_tokens END,
         paused = CASE
             WHEN c.ck_seq IS NOT NULL THEN c.paused
             WHEN s.checkpoint_seq IS NOT NULL THEN coalesce(c.paused, s.paused)
@@ -279,12 +317,16 @@ WHERE s.sid = %(sid)s
 """
 
 # A summary row: the key, the summary, and the holder of a lease live at the clock's now.
-_SUMMARY_COLUMNS = """
+_SUMMARY = """
 s.app, s."user", s.session_id, s.turns, s.cost_usd, s.stop_reason, s.next_wake_at,
-s.updated_at, s.checkpoint_seq, s.paused, s.stopped, s.unpriced,
+s.updated_at, s.checkpoint_seq, s.paused, s.stopped, s.unpriced, s.input_tokens,
+s.cached_input_tokens"""
+_SUMMARY_COLUMNS = f"""{_SUMMARY},
 CASE WHEN s.expires_at > %(clock)s THEN s.holder_host END,
 s.holder_pid, s.holder_token
 """
+#: How many columns a summary row has before its holder's (host, pid, token).
+SUMMARY_WIDTH = 14
 SELECT_SESSIONS = f"""
 SELECT {_SUMMARY_COLUMNS} FROM eventlog_sessions AS s
 WHERE s.checkpoint_seq IS NOT NULL
@@ -334,9 +376,7 @@ WITH picked AS (
         epoch = s.epoch + 1
     FROM picked AS p
     WHERE s.sid = p.sid
-    RETURNING s.app, s."user", s.session_id, s.turns, s.cost_usd, s.stop_reason,
-        s.next_wake_at, s.updated_at, s.checkpoint_seq, s.paused, s.stopped, s.unpriced,
-        s.epoch, {_LOG_SEQ} AS log_seq
+    RETURNING {_SUMMARY}, s.epoch, {_LOG_SEQ} AS log_seq
 ), notified AS (
     SELECT pg_notify(%(channel)s, json_build_array(app, "user", session_id)::text)
     FROM claimed
@@ -361,84 +401,6 @@ def channel_of(schema: str) -> str:
     return "eventlog_" + hashlib.sha256(schema.encode()).hexdigest()[:40]
 
 
-# -- rows ----------------------------------------------------------------------------------
-
-
-def event_from_row(row: Sequence[Any], key: SessionKey) -> Event:
-    """The event of session ``key`` stored in ``row``; an unreadable row raises
-    :class:`~eventlog.CorruptEvent`."""
-    seq, event_id, kind, author, at, v, payload = row
-    event_id = unescape(event_id)
-    decoded = decode_payload(kind, payload, v=v, session=str(key), seq=seq, event_id=event_id)
-    return Event(
-        key=key,
-        kind=EventKind(kind),
-        payload=decoded,
-        author=unescape(author),
-        at=as_utc(at),
-        id=event_id,
-        seq=seq,
-        v=v,
-    )
-
-
-def summary_from_row(row: Sequence[Any]) -> SessionSummary:
-    """A session summary (with its live lease holder, if any) from a summary row."""
-    app, user, session_id, turns, cost, reason, wake, updated, seq, *flags, host, pid, token = row
-    paused, stopped, unpriced = flags
-    return SessionSummary(
-        key=key_of(app, user, session_id),
-        turns=turns,
-        cost_usd=cost,
-        stop_reason=None if reason is None else unescape(reason),
-        next_wake_at=None if wake is None else as_utc(wake),
-        updated_at=as_utc(updated),
-        checkpoint_seq=seq,
-        holder=None if host is None or token is None else str(LeaseHolder(host, pid, token)),
-        paused=paused,
-        stopped=stopped,
-        unpriced=unpriced,
-    )
-
-
-def holder_params(holder: LeaseHolder) -> dict[str, Any]:
-    """The holder columns' parameters of a lease holder."""
-    return {
-        "host": holder.host,
-        "pid": holder.pid,
-        "token": holder.token,
-        "started": holder.started,
-    }
-
-
-def lease_of_row(row: Sequence[Any] | None) -> tuple[LeaseHolder | None, datetime | None, int]:
-    """A :data:`SELECT_LEASE` row as (holder, expiry, epoch); no holder for a released lease.
-
-    No row at all is a session never leased: no holder, epoch 0.
-    """
-    if row is None:
-        return None, None, 0
-    host, pid, token, started, expires_at, epoch = row
-    if token is None:
-        return None, None, epoch
-    return LeaseHolder(host, pid, token, started), as_utc(expires_at), epoch
-
-
-def lost_detail(row: Sequence[Any] | None) -> str:
-    """Why a lease is no longer ours, from the session's :data:`SELECT_LEASE` row."""
-    current, _, epoch = lease_of_row(row)
-    return "released" if current is None else f"now held by {current} (epoch {epoch})"
-
-
-def claim_from_row(
-    row: Sequence[Any], holder: LeaseHolder, expires_at: datetime
-) -> tuple[SessionSummary, int, int]:
-    """A :data:`CLAIM_DUE` row as (the claimed summary, the new epoch, the log's newest seq)."""
-    *columns, epoch, log_seq, _ = row
-    summary = summary_from_row([*columns, None, None, None])
-    return attrs.evolve(summary, holder=str(holder)), epoch, log_seq
-
-
 # -- prune ---------------------------------------------------------------------------------
 
 # The sessions whose latest checkpoint is older than the cut-off, oldest first: their summary
@@ -446,9 +408,7 @@ def claim_from_row(
 # events a prune deletes (neither the checkpoint nor a note), its newest event's seq and
 # time, and its lease columns (as lease_of_row reads them).
 SELECT_PRUNABLE = f"""
-SELECT s.app, s."user", s.session_id, s.turns, s.cost_usd, s.stop_reason, s.next_wake_at,
-       s.updated_at, s.checkpoint_seq, s.paused, s.stopped, s.unpriced, NULL, NULL, NULL,
-       s.sid,
+SELECT {_SUMMARY}, NULL, NULL, NULL, s.sid,
        (SELECT count(*) FROM eventlog_events AS e
         WHERE e.sid = s.sid AND e.seq <> s.checkpoint_seq AND e.kind <> '{EventKind.NOTE}'),
        last.seq, last.at,

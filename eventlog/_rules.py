@@ -115,6 +115,8 @@ def summary_of(event: Event, seq: int | None = None) -> SessionSummary:
         paused=payload.paused,
         stopped=payload.stopped,
         unpriced=payload.unpriced,
+        input_tokens=payload.input_tokens,
+        cached_input_tokens=payload.cached_input_tokens,
     )
 
 

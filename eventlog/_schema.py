@@ -16,9 +16,10 @@ from ._store import LeaseHolder, SessionSummary
 #: Version 2 keys events by an integer session id (``sessions.sid``) instead of three text
 #: columns, and finds a session's latest checkpoint through ``sessions.checkpoint_seq``.
 #: Version 3 adds the lease's epoch and its holder's start time, and the summary's paused and
-#: stopped flags. Version 4 adds the summary's unpriced flag. An older file is migrated in place
-#: when opened, one version at a time (:data:`MIGRATIONS`).
-STORE_VERSION = 4
+#: stopped flags. Version 4 adds the summary's unpriced flag, version 5 its input tokens and
+#: cached input tokens. An older file is migrated in place when opened, one version at a time
+#: (:data:`MIGRATIONS`).
+STORE_VERSION = 5
 
 #: The page size of a new file. Every commit writes each page it touched to the WAL in full, and
 #: the WAL is synced and copied back at each checkpoint: an append of a few small events touches
@@ -52,6 +53,8 @@ CREATE TABLE IF NOT EXISTS sessions (
     paused INTEGER NOT NULL DEFAULT 0,
     stopped INTEGER NOT NULL DEFAULT 0,
     unpriced INTEGER NOT NULL DEFAULT 0,
+    input_tokens INTEGER NOT NULL DEFAULT 0,
+    cached_input_tokens INTEGER NOT NULL DEFAULT 0,
     UNIQUE (app, user, session_id)
 );
 CREATE INDEX IF NOT EXISTS sessions_by_wake ON sessions (next_wake_at)
@@ -101,9 +104,27 @@ MIGRATE_3_TO_4 = (
     "ALTER TABLE sessions ADD COLUMN unpriced INTEGER NOT NULL DEFAULT 0",
     "UPDATE meta SET value = '4' WHERE key = 'schema_version'",
 )
+# Version 4 to 5: the token columns, backfilled from each session's latest checkpoint (one
+# lookup by rowid per session). A checkpoint row that is not valid JSON is left at 0 (reading
+# it fails loudly elsewhere); a field the payload omits was its default, 0.
+MIGRATE_4_TO_5 = (
+    "ALTER TABLE sessions ADD COLUMN input_tokens INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE sessions ADD COLUMN cached_input_tokens INTEGER NOT NULL DEFAULT 0",
+    """
+UPDATE sessions SET (input_tokens, cached_input_tokens) = (
+    SELECT coalesce(json_extract(e.payload, '$.input_tokens'), 0),
+           coalesce(json_extract(e.payload, '$.cached_input_tokens'), 0)
+    FROM events AS e WHERE e.seq = sessions.checkpoint_seq
+)
+WHERE EXISTS (
+    SELECT 1 FROM events AS e WHERE e.seq = sessions.checkpoint_seq AND json_valid(e.payload)
+)
+""",
+    "UPDATE meta SET value = '5' WHERE key = 'schema_version'",
+)
 #: The migration of each older version to the next, all run in the one transaction that opens
 #: an older file.
-MIGRATIONS = {"2": MIGRATE_2_TO_3, "3": MIGRATE_3_TO_4}
+MIGRATIONS = {"2": MIGRATE_2_TO_3, "3": MIGRATE_3_TO_4, "4": MIGRATE_4_TO_5}
 
 HAS_META = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
 GET_VERSION = "SELECT value FROM meta WHERE key = 'schema_version'"
@@ -125,7 +146,7 @@ MARK_PAUSED = "UPDATE sessions SET paused = ?2 WHERE checkpoint_seq < ?1 AND sid
 UPDATE_SUMMARY = """
 UPDATE sessions SET
     checkpoint_seq = ?, turns = ?, cost_usd = ?, stop_reason = ?, next_wake_at = ?, updated_at = ?,
-    paused = ?, stopped = ?, unpriced = ?
+    paused = ?, stopped = ?, unpriced = ?, input_tokens = ?, cached_input_tokens = ?
 WHERE sid = ?
 """
 
@@ -147,7 +168,8 @@ WHERE s.app = ? AND s.user = ? AND s.session_id = ?
 
 _SUMMARY_SELECT = """
 SELECT s.app, s.user, s.session_id, s.turns, s.cost_usd, s.stop_reason, s.next_wake_at,
-       s.updated_at, s.checkpoint_seq, s.paused, s.stopped, s.unpriced, l.host, l.pid, l.token
+       s.updated_at, s.checkpoint_seq, s.paused, s.stopped, s.unpriced, s.input_tokens,
+       s.cached_input_tokens, l.host, l.pid, l.token
 FROM sessions AS s LEFT JOIN leases AS l
     ON l.app = s.app AND l.user = s.user AND l.session_id = s.session_id AND l.expires_at > ?
 """
@@ -166,8 +188,8 @@ SELECT_DUE = (
 #: its holders may be gone, which only their process table tells, so they are left to check).
 _CLAIM_SELECT = """
 SELECT s.app, s.user, s.session_id, s.turns, s.cost_usd, s.stop_reason, s.next_wake_at,
-       s.updated_at, s.checkpoint_seq, s.paused, s.stopped, s.unpriced,
-       l.host, l.pid, l.token, l.started, l.expires_at, coalesce(l.epoch, 0)
+       s.updated_at, s.checkpoint_seq, s.paused, s.stopped, s.unpriced, s.input_tokens,
+       s.cached_input_tokens, l.host, l.pid, l.token, l.started, l.expires_at, coalesce(l.epoch, 0)
 FROM sessions AS s LEFT JOIN leases AS l
     ON l.app = s.app AND l.user = s.user AND l.session_id = s.session_id
 WHERE s.stopped = 0 AND s.paused = 0
@@ -185,8 +207,10 @@ CLAIM_INTERRUPTED = (
     + " AND s.checkpoint_seq IS NOT NULL AND s.stop_reason IS NULL"
     + " ORDER BY s.updated_at, s.checkpoint_seq"
 )
+#: How many columns a summary row has before its holder's (host, pid, token).
+SUMMARY_WIDTH = 14
 #: Where a :data:`CLAIM_DUE` row's lease columns begin.
-CLAIM_LEASE_AT = 12
+CLAIM_LEASE_AT = SUMMARY_WIDTH
 
 SELECT_LEASE = f"SELECT host, pid, token, started, expires_at, epoch FROM leases WHERE {_SESSION}"
 WRITE_LEASE = """
@@ -250,6 +274,8 @@ def checkpoint_params(event: Event) -> tuple[Any, ...]:
         int(summary.paused),
         int(summary.stopped),
         int(summary.unpriced),
+        summary.input_tokens,
+        summary.cached_input_tokens,
     )
 
 
@@ -280,7 +306,7 @@ def event_from_row(row: Sequence[Any], key: SessionKey) -> Event:
 def summary_from_row(row: Sequence[Any]) -> SessionSummary:
     """A session summary (with its live lease holder, if any) from a sessions/leases row."""
     app, user, session_id, turns, cost, reason, wake, updated, seq, *flags, host, pid, token = row
-    paused, stopped, unpriced = flags
+    paused, stopped, unpriced, input_tokens, cached_input_tokens = flags
     return SessionSummary(
         key=SessionKey(app, user, session_id),
         turns=turns,
@@ -293,6 +319,8 @@ def summary_from_row(row: Sequence[Any]) -> SessionSummary:
         paused=bool(paused),
         stopped=bool(stopped),
         unpriced=bool(unpriced),
+        input_tokens=input_tokens,
+        cached_input_tokens=cached_input_tokens,
     )
 
 

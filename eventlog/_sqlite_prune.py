@@ -30,7 +30,8 @@ LEASE_TTL = 60.0
 # time, and its lease row (all NULL when it was never leased).
 _SELECT_CANDIDATES = f"""
 SELECT s.app, s.user, s.session_id, s.turns, s.cost_usd, s.stop_reason, s.next_wake_at,
-       s.updated_at, s.checkpoint_seq, s.paused, s.stopped, s.unpriced, NULL, NULL, NULL,
+       s.updated_at, s.checkpoint_seq, s.paused, s.stopped, s.unpriced, s.input_tokens,
+       s.cached_input_tokens, NULL, NULL, NULL,
        s.sid,
        (SELECT count(*) FROM events AS e
         WHERE e.sid = s.sid AND e.seq != s.checkpoint_seq AND e.kind != '{EventKind.NOTE}'),
@@ -42,6 +43,9 @@ LEFT JOIN leases AS l ON l.app = s.app AND l.user = s.user AND l.session_id = s.
 WHERE s.checkpoint_seq IS NOT NULL AND s.updated_at < ?
 ORDER BY s.checkpoint_seq
 """
+
+#: Where a candidate's summary columns end (its holder's three, empty, included).
+_WIDTH = sql.SUMMARY_WIDTH + 3
 
 _CHECKPOINT_SEQ = "SELECT checkpoint_seq FROM sessions WHERE sid = ?"
 
@@ -117,13 +121,13 @@ class Pruner:
         plans: list[_Plan] = []
         held: list[SessionKey] = []
         for row in rows:
-            summary = sql.summary_from_row(row[:15])
-            sid, removable, last_seq, last_kind, last_at = row[15:20]
+            summary = sql.summary_from_row(row[:_WIDTH])
+            sid, removable, last_seq, last_kind, last_at, *lease = row[_WIDTH:]
             if last_seq == max_seq and last_seq != summary.checkpoint_seq:
                 removable -= last_kind != EventKind.NOTE  # the log's newest row stays
             if removable <= 0 or not prunable(summary, _moment(last_at), cut):
                 continue
-            holder, expiry, _ = sql.lease_of_row(row[20:] if row[22] else None)
+            holder, expiry, _ = sql.lease_of_row(lease if lease[2] else None)
             if holder is not None and not may_take_lease(
                 holder, expiry, self._holder, now, this_host=self._host
             ):

@@ -76,6 +76,8 @@ class SessionSummary:
     checkpoint (a ``resume`` request clears it). ``stopped``: the session was stopped on
     purpose, by its checkpoint or a stop request after it (never due; resuming needs force).
     ``unpriced``: the latest checkpoint's run had no prices for its model (``cost_usd`` is 0).
+    ``input_tokens`` and ``cached_input_tokens``: the run's input tokens so far and the part of
+    them read from the provider's prompt cache, as that checkpoint counted them.
     """
 
     key: SessionKey
@@ -89,6 +91,8 @@ class SessionSummary:
     paused: bool = False
     stopped: bool = False
     unpriced: bool = False
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
 
 
 @attrs.frozen

@@ -85,6 +85,8 @@ def summary_dict(summary: SessionSummary, now: datetime) -> dict[str, Any]:
         "turns": summary.turns,
         "cost_usd": summary.cost_usd,
         "priced": not summary.unpriced,
+        "input_tokens": summary.input_tokens,
+        "cached_input_tokens": summary.cached_input_tokens,
         "next_wake_at": wake.isoformat() if wake else None,
         "holder": summary.holder,
         "updated_at": summary.updated_at.isoformat(),
@@ -94,6 +96,18 @@ def summary_dict(summary: SessionSummary, now: datetime) -> dict[str, Any]:
 def cost_text(cost_usd: float, *, unpriced: bool) -> str:
     """A cost as ls and show print it: ``unpriced`` when no price was known (not $0)."""
     return "unpriced" if unpriced else f"${cost_usd:.6f}"
+
+
+def tokens_text(input_tokens: int, cached_input_tokens: int) -> str:
+    """Input tokens as ls prints them, with the share read from the prompt cache when any
+    was: ``12,400 (96% cached)``."""
+    shown = f"{input_tokens:,}"
+    if cached_input_tokens <= 0 or input_tokens <= 0:
+        return shown
+    # Rounded down, so that 100% means all of it; "<1%" rather than a cache read shown as 0%.
+    percent = cached_input_tokens * 100 // input_tokens
+    share = f"{percent}%" if percent else "<1%"
+    return f"{shown} ({share} cached)"
 
 
 def _kept(args: argparse.Namespace, summary: SessionSummary, now: datetime) -> bool:
@@ -116,13 +130,14 @@ async def cmd_ls(args: argparse.Namespace) -> int:
     if not summaries:
         print("no sessions")
         return Exit.OK
-    header = ("SESSION", "STATUS", "STOP REASON", "TURNS", "COST", "NEXT WAKE", "HOLDER")
+    header = ("SESSION", "STATUS", "STOP REASON", "TURNS", "TOKENS", "COST", "NEXT WAKE", "HOLDER")
     table = [header] + [
         (
             str(s.key),
             status_of(s, now),
             s.stop_reason or "-",
             str(s.turns),
+            tokens_text(s.input_tokens, s.cached_input_tokens),
             cost_text(s.cost_usd, unpriced=s.unpriced),
             show_wake(s.next_wake_at, now, utc=args.utc) if s.next_wake_at else "-",
             s.holder or "-",

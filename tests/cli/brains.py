@@ -9,6 +9,7 @@
 - ``deferring_then_looping``: defers like ``deferring``, then ticks like ``looping`` until an
   inbox message arrives (a resume that holds its session until told to finish).
 - ``alerting``: reports done at once with the outcome ``alert`` (its spec declares outcomes).
+- ``caching``: as ``quick``, each call billed 12,400 prompt tokens, 11,904 of them cached.
 """
 
 from __future__ import annotations
@@ -17,8 +18,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import attrs
+
 from autonomous import ModelResponse
 from autonomous.testing import ScriptedModel, call, reply
+from usage import Usage
 
 Messages = Sequence[dict[str, Any]]
 
@@ -123,3 +127,12 @@ def deferring_then_looping() -> ScriptedModel:
 def alerting() -> ScriptedModel:
     """Done at once, with the outcome alert."""
     return ScriptedModel(default=_alerting)
+
+
+def _caching(messages: Messages, tools: Sequence[dict[str, Any]]) -> ModelResponse:
+    return attrs.evolve(_quick(messages, tools), usage=Usage(12_400, 5, 11_904))
+
+
+def caching() -> ScriptedModel:
+    """Done at once, most of each prompt read from the provider's cache."""
+    return ScriptedModel(default=_caching)

@@ -9,6 +9,7 @@ import psycopg
 import pytest
 
 from eventlog import (
+    Checkpoint,
     Event,
     LeaseHolder,
     LeaseLost,
@@ -93,9 +94,16 @@ class TestBatches:
         assert 0 == await log.count(A)
 
 
+#: What version 3 added: the summary's token columns.
+DROP_TOKENS = (
+    "ALTER TABLE eventlog_sessions DROP COLUMN input_tokens, DROP COLUMN cached_input_tokens"
+)
+
+
 class TestMigration:
     """Version 2 dropped the events' foreign key: every append locks its session's row, and
-    session rows are never deleted, so the key checked nothing the statements do not."""
+    session rows are never deleted, so the key checked nothing the statements do not.
+    Version 3 added the summary's token columns."""
 
     async def test_a_new_schema_has_no_foreign_key(
         self, log: PostgresEventLog, pg_dsn: str
@@ -117,6 +125,7 @@ class TestMigration:
                 "ALTER TABLE eventlog_events ADD CONSTRAINT eventlog_events_sid_fkey"
                 " FOREIGN KEY (sid) REFERENCES eventlog_sessions (sid)"
             )
+            await conn.execute(DROP_TOKENS)
             await conn.execute("UPDATE eventlog_meta SET value = '1'")
             async with PostgresEventLog(pg_dsn, clock=clock) as log:
                 more = await log.append(users(2))
@@ -124,3 +133,53 @@ class TestMigration:
             cur = await conn.execute("SELECT value FROM eventlog_meta")
             assert [(str(sql.STORE_VERSION),)] == await cur.fetchall()
             assert [] == await foreign_keys(conn)
+
+    async def test_version_2_is_migrated_with_tokens_backfilled(
+        self, pg_dsn: str, clock: FakeClock
+    ) -> None:
+        """A version 2 schema gets the token columns, filled from each session's latest
+        checkpoint (an omitted cached count is 0); the next checkpoint updates them."""
+        b = SessionKey("app", "ops", "b")
+        async with PostgresEventLog(pg_dsn, clock=clock) as log:
+            await log.append([Event.create(A, Checkpoint(1, 900, 1, 0.0, "go"))])
+            await log.append(
+                [
+                    Event.create(
+                        A, Checkpoint(2, 12_400, 1, 0.0, "go", cached_input_tokens=11_904)
+                    ),
+                    Event.create(b, Checkpoint(1, 700, 1, 0.0, "go")),
+                ]
+            )
+        async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
+            await conn.execute(DROP_TOKENS)
+            await conn.execute("UPDATE eventlog_meta SET value = '2'")
+            async with PostgresEventLog(pg_dsn, clock=clock) as log:
+                listed = {
+                    s.key: (s.input_tokens, s.cached_input_tokens) for s in await log.sessions()
+                }
+                assert {A: (12_400, 11_904), b: (700, 0)} == listed
+                await log.append(
+                    [Event.create(b, Checkpoint(2, 1_500, 1, 0.0, "go", cached_input_tokens=800))]
+                )
+                listed = {
+                    s.key: (s.input_tokens, s.cached_input_tokens) for s in await log.sessions()
+                }
+                assert (1_500, 800) == listed[b]
+            cur = await conn.execute("SELECT value FROM eventlog_meta")
+            assert [(str(sql.STORE_VERSION),)] == await cur.fetchall()
+
+    async def test_an_unreadable_checkpoint_leaves_the_tokens_at_0(
+        self, pg_dsn: str, clock: FakeClock
+    ) -> None:
+        """A latest checkpoint row that is not JSON does not make the schema unopenable: the
+        migration goes through, the tokens show 0 until the next checkpoint."""
+        async with PostgresEventLog(pg_dsn, clock=clock) as log:
+            await log.append([Event.create(A, Checkpoint(1, 900, 1, 0.0, "go"))])
+        async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
+            await conn.execute(DROP_TOKENS)
+            await conn.execute("UPDATE eventlog_events SET payload = '{not json'")
+            await conn.execute("UPDATE eventlog_meta SET value = '2'")
+            async with PostgresEventLog(pg_dsn, clock=clock) as log:
+                assert [(0, 0)] == [
+                    (s.input_tokens, s.cached_input_tokens) for s in await log.sessions()
+                ]

@@ -147,12 +147,16 @@ class TestSummaryOf:
     """summary_of: what a checkpoint says about its session."""
 
     def test_fields(self) -> None:
-        """Totals, stop reason and wake time come from the checkpoint, in UTC."""
+        """Totals (tokens too), stop reason and wake time come from the checkpoint, in UTC."""
         wake = datetime(2030, 1, 1, 14, 0, tzinfo=timezone(timedelta(hours=2)))
-        event = Event.create(
-            KEY, Checkpoint(3, 10, 5, 0.5, "go", stop_reason="deferred", next_wake_at=wake), at=NOW
+        payload = Checkpoint(
+            3, 10, 5, 0.5, "go", stop_reason="deferred", next_wake_at=wake, cached_input_tokens=4
         )
-        assert SessionSummary(KEY, 3, 0.5, "deferred", as_utc(wake), NOW, 0) == summary_of(event)
+        event = Event.create(KEY, payload, at=NOW)
+        expected = SessionSummary(
+            KEY, 3, 0.5, "deferred", as_utc(wake), NOW, 0, input_tokens=10, cached_input_tokens=4
+        )
+        assert expected == summary_of(event)
 
     def test_seq_given_apart(self) -> None:
         """A store that keeps events without their seq passes it along."""

@@ -674,20 +674,60 @@ def write_v2_file(db_path: Path, events: list[Event], lease: LeaseHolder, until:
 class TestMigration:
     """A version 2 file is brought to version 3 in place, in one transaction, losing nothing."""
 
-    async def test_new_file_is_version_4(self, db_path: Path) -> None:
-        """A file the store creates says it is version 4."""
+    async def test_new_file_is_version_5(self, db_path: Path) -> None:
+        """A file the store creates says it is version 5."""
         async with SqliteEventLog(db_path):
             pass
         with contextlib.closing(sqlite3.connect(db_path)) as conn:
-            assert [("4",)] == conn.execute("SELECT value FROM meta").fetchall()
-        assert 4 == STORE_VERSION
+            assert [("5",)] == conn.execute("SELECT value FROM meta").fetchall()
+        assert 5 == STORE_VERSION
+
+    async def test_version_4_file_is_migrated_to_5_with_tokens_backfilled(
+        self, db_path: Path
+    ) -> None:
+        """A version 4 file gets the token columns, filled from each session's latest
+        checkpoint (an omitted cached count is 0; an unreadable checkpoint row stays 0)."""
+        other, broken = SessionKey("app", "ops", "b"), SessionKey("app", "ops", "c")
+        async with SqliteEventLog(db_path) as log:
+            await log.append([Event.create(A, Checkpoint(1, 900, 1, 0.0, "go"))])
+            await log.append(
+                [
+                    Event.create(
+                        A, Checkpoint(2, 12_400, 1, 0.0, "go", cached_input_tokens=11_904)
+                    ),
+                    Event.create(other, Checkpoint(1, 700, 1, 0.0, "go")),
+                    Event.create(broken, Checkpoint(1, 300, 1, 0.0, "go")),
+                ]
+            )
+        with contextlib.closing(sqlite3.connect(db_path, isolation_level=None)) as conn:
+            conn.execute("ALTER TABLE sessions DROP COLUMN input_tokens")
+            conn.execute("ALTER TABLE sessions DROP COLUMN cached_input_tokens")
+            conn.execute(
+                "UPDATE events SET payload = '{not json' WHERE seq ="
+                " (SELECT checkpoint_seq FROM sessions WHERE session_id = 'c')"
+            )
+            conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+        async with SqliteEventLog(db_path) as log:
+            tokens = {s.key: (s.input_tokens, s.cached_input_tokens) for s in await log.sessions()}
+            assert {A: (12_400, 11_904), other: (700, 0), broken: (0, 0)} == tokens
+            await log.append(
+                [Event.create(other, Checkpoint(2, 1_500, 1, 0.0, "go", cached_input_tokens=800))]
+            )
+            summaries = {s.key: s for s in await log.sessions()}
+            assert (1_500, 800) == (
+                summaries[other].input_tokens,
+                summaries[other].cached_input_tokens,
+            )
+        with contextlib.closing(sqlite3.connect(db_path)) as conn:
+            assert [("5",)] == conn.execute("SELECT value FROM meta").fetchall()
 
     async def test_version_3_file_is_migrated_to_4(self, db_path: Path) -> None:
         """A version 3 file gets the unpriced column (its sessions priced, as they were)."""
         async with SqliteEventLog(db_path) as log:
             await log.append(batch())
         with contextlib.closing(sqlite3.connect(db_path, isolation_level=None)) as conn:
-            conn.execute("ALTER TABLE sessions DROP COLUMN unpriced")
+            for column in ("unpriced", "input_tokens", "cached_input_tokens"):
+                conn.execute(f"ALTER TABLE sessions DROP COLUMN {column}")
             conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
         async with SqliteEventLog(db_path) as log:
             (summary,) = await log.sessions()
@@ -695,7 +735,7 @@ class TestMigration:
             await log.append([Event.create(A, Checkpoint(2, 1, 1, 0.0, "go", unpriced=True))])
             assert [True] == [s.unpriced for s in await log.sessions()]
         with contextlib.closing(sqlite3.connect(db_path)) as conn:
-            assert [("4",)] == conn.execute("SELECT value FROM meta").fetchall()
+            assert [("5",)] == conn.execute("SELECT value FROM meta").fetchall()
 
     async def test_version_2_file_is_migrated_keeping_everything(
         self, db_path: Path, clock
@@ -726,7 +766,7 @@ class TestMigration:
             assert 1 == lease.epoch
             await log.append(batch(turn=3), lease=lease)
         with contextlib.closing(sqlite3.connect(db_path)) as conn:
-            assert [("4",)] == conn.execute("SELECT value FROM meta").fetchall()
+            assert [("5",)] == conn.execute("SELECT value FROM meta").fetchall()
 
     async def test_migrated_file_opens_again_unchanged(self, db_path: Path) -> None:
         """Opening a migrated file again migrates nothing more."""

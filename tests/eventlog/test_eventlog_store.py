@@ -214,8 +214,8 @@ class TestSessions:
         await store.append([user(C)])
         (second,) = await add(store, [checkpoint(B, 4, stop_reason="deferred", next_wake_at=wake)])
         assert [
-            SessionSummary(B, 4, 0.25, "deferred", wake, second.at, second.seq),
-            SessionSummary(A, 1, 0.25, None, None, first.at, first.seq),
+            SessionSummary(B, 4, 0.25, "deferred", wake, second.at, second.seq, input_tokens=10),
+            SessionSummary(A, 1, 0.25, None, None, first.at, first.seq, input_tokens=10),
         ] == await store.sessions()
 
     async def test_later_checkpoint_replaces_summary(self, store: EventLog) -> None:
@@ -265,6 +265,30 @@ class TestSessions:
         await store.append([checkpoint(C, 1, unpriced=True), checkpoint(C, 2)])
         flags = {s.key: s.unpriced for s in await store.sessions()}
         assert {A: True, B: False, C: False} == flags
+
+    async def test_tokens_come_from_the_latest_checkpoint(self, store: EventLog, clock) -> None:
+        """A summary carries the latest checkpoint's input tokens and their cached share, in
+        sessions, due_sessions and a claim alike; a checkpoint without a cache says 0."""
+
+        def tokens(key: SessionKey, turns: int, used: int, cached: int) -> Event:
+            wake = clock.now - timedelta(minutes=turns)
+            payload = Checkpoint(
+                turns, used, 5, 0.25, "go", stop_reason="deferred", next_wake_at=wake,
+                cached_input_tokens=cached,
+            )  # fmt: skip
+            return Event.create(key, payload)
+
+        await store.append([tokens(A, 1, 1_000, 0), tokens(B, 1, 700, 0)])
+        await store.append([tokens(A, 2, 12_400, 11_904), control(B, "wake")])
+        expected = {A: (12_400, 11_904), B: (700, 0)}
+        listed = {s.key: (s.input_tokens, s.cached_input_tokens) for s in await store.sessions()}
+        assert expected == listed
+        due = await store.due_sessions(clock.now)
+        assert expected == {s.key: (s.input_tokens, s.cached_input_tokens) for s in due}
+        claims = await store.claim_due(clock.now, holder("me"), 30, limit=2)
+        assert expected == {
+            c.summary.key: (c.summary.input_tokens, c.summary.cached_input_tokens) for c in claims
+        }
 
     async def test_a_stop_in_the_batch_of_its_checkpoint(self, store: EventLog) -> None:
         """Marks come in append order: a stop after a checkpoint in one batch sticks, one
