@@ -26,9 +26,11 @@ class Shutdown:
 
     The handlers are plain ``signal.signal`` ones, installed for the whole command (before the
     event loop starts and after it ends, when asyncio's own would have put the defaults back):
-    a signal during start-up or teardown is recorded, never a ``KeyboardInterrupt``. Two
-    different signals that arrive before the interpreter handles the first are handled in
-    signal-number order (CPython's), so the status is then SIGINT's.
+    a signal during start-up or teardown is recorded, never a ``KeyboardInterrupt``. The status
+    is the first handled signal's. Two different signals that arrive together are usually
+    handled in signal-number order (CPython's), SIGINT's first; but the kernel may hand them to
+    different threads of the process (a store's or the event loop's workers), so in a storm of
+    both either may come first.
     """
 
     signum: int | None = None

@@ -213,9 +213,10 @@ class TestSecondSignal:
         finally:
             run.kill()
         stderr = "\n".join(run.lines["stderr"])
-        # Two signals that both arrive before the process handles either are run by CPython in
-        # signal-number order: SIGINT's handler first, so the status is then 130.
-        assert code in (128 + first, 130), stderr
+        # Usually the first signal sent sets the status; two that arrive close together may be
+        # handled the other way round (CPython runs pending handlers in signal-number order, and
+        # the kernel may hand the two to different threads of the process).
+        assert code in (128 + first, 128 + second), stderr
         assert "Traceback" not in stderr and "Exception ignored" not in stderr, stderr
         assert 1 == len(final_checkpoints(agent_dir, f"x{attempt}"))
         assert "interrupted" == status(agent_dir, f"x{attempt}")
@@ -232,7 +233,10 @@ class TestSecondSignal:
         finally:
             run.kill()
         stderr = "\n".join(run.lines["stderr"])
-        assert 130 == code and "Traceback" not in stderr, stderr
+        # The first signal handled sets the status. The kernel may hand the two kinds to
+        # different threads of the process (a store's or the event loop's worker threads), whose
+        # handlers can then trip out of sending order: either status is the first one's.
+        assert code in (130, 143) and "Traceback" not in stderr, stderr
         assert 1 == len(final_checkpoints(agent_dir, "storm"))
 
 
