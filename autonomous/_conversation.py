@@ -43,10 +43,12 @@ def window_start(turn: int, window: int, keep: int) -> int:
 
 @attrs.frozen
 class Window:
-    """A history window: at most ``turns`` turns (0: all), a full one cut to ``keep``."""
+    """A history window: at most ``turns`` turns (0: all), a full one cut to ``keep``;
+    ``summarised``: the cut turns are summarised (the run has a ``history_summary_model``)."""
 
     turns: int = 0
     keep: int = 0
+    summarised: bool = False
 
     def start(self, turn: int) -> int:
         """The first turn number sent while turn ``turn`` runs (see :func:`window_start`)."""

@@ -123,7 +123,7 @@ async def restore(
         woken=controls.woken,
         turn_numbers=numbers,
         first_turn=first,
-        summary=await _latest_summary(log, key) if first > 1 else None,
+        summary=await _latest_summary(log, key) if first > 1 and window.summarised else None,
     )
 
 
@@ -148,6 +148,9 @@ def _last_turn(cp: Checkpoint | None, tail: list[Event]) -> int:
 
 
 async def _latest_summary(log: EventLog, key: SessionKey) -> HistorySummary | None:
+    """The newest summary of cut turns. Read only for a run that writes them: it looks back
+    through the session's events until it finds one, so a session that never had one would
+    cost a read of its whole log (a run without a summary model sends no summary)."""
     last = await log.read_last(key, [EventKind.HISTORY_SUMMARY], 1)
     payload = last[0].payload if last else None
     return payload if isinstance(payload, HistorySummary) else None

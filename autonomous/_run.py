@@ -338,7 +338,8 @@ class Run:
         if ref is None:
             ref = SessionRef(MemoryEventLog(), "autonomous", "local", new_event_id())
         self.key = key = ref.key
-        window = Window(self.opts.history_turns, self.opts.history_keep)
+        summarised = self.opts.history_summary_model is not None
+        window = Window(self.opts.history_turns, self.opts.history_keep, summarised)
         self.conv = Conversation(ref.log, key, agent.system_prompt(), _AUTHOR, window=window)
         self.controls.conv = self.conv
         self.observer.bind(session=str(key), agent=agent.name)

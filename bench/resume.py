@@ -10,7 +10,7 @@ new process would) and times, in milliseconds:
     open     opening the file (connection, pragmas, schema check)
     lease    log.acquire_lease on the open log
     ckpt     log.latest_checkpoint
-    restore  autonomous._restore.restore(..., history_turns=20): checkpoint, tail, window, inbox
+    restore  autonomous._restore.restore(..., window=Window(20, 5)), as a run with history_turns=20: checkpoint, tail, window, inbox
     total    resume_autonomous(build, ref, history_turns=20, ...) from the call (file not yet
              open) to the start of the first model call, end to end
     all-hist the same total with history_turns=0 (the whole history is loaded)
@@ -50,6 +50,8 @@ import structlog
 from resume_history import APP, CHECK, HISTORY_TURNS, USER, Built, build_session
 
 from autonomous import Agent, resume_autonomous, send_inject, start_autonomous
+from autonomous._conversation import Window
+from autonomous._options import RunOptions
 from autonomous._restore import restore
 from autonomous.testing import ScriptedModel, call, reply
 from eventlog import (
@@ -134,7 +136,8 @@ async def parts_once(path: Path, built: Built) -> dict[str, float]:
         t2 = time.perf_counter()
         cp = await log.latest_checkpoint(built.key)
         t3 = time.perf_counter()
-        restored = await restore(log, built.key, history_turns=HISTORY_TURNS)
+        window = Window(HISTORY_TURNS, RunOptions(history_turns=HISTORY_TURNS).history_keep)
+        restored = await restore(log, built.key, window=window)
         t4 = time.perf_counter()
         await log.release_lease(lease)
     finally:
