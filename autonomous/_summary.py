@@ -6,7 +6,9 @@ of everything cut up to now (folded, not accumulated: the message stays short ho
 run). The summary is a :class:`eventlog.HistorySummary` event, committed at once, and is sent
 after the goal until the next cut. Its tokens and cost count in the run's totals (and so in its
 budgets) and in the tracker. A failed call never fails the run: the block is cut without a new
-summary (the one before stays) and ``history_summary_failed`` is logged.
+summary (the one before stays) and ``history_summary_failed`` is logged. A call that could pass
+``max_input_tokens`` or ``max_cost_usd`` (estimated as the loop estimates its own calls) is not
+made: the block is cut without one and ``history_summary_skipped`` is logged.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ import attrs
 from structlog.typing import FilteringBoundLogger
 
 from eventlog import HistorySummary
-from usage import Pricing, Tracker, Usage
+from usage import Pricing, Tracker, Usage, max_output_tokens
 
 from ._conversation import Conversation, DroppedBlock
+from ._decide import call_would_pass, estimate_input_tokens, prompt_chars
 from ._model import Message, Model
 from ._options import RunOptions
 from ._turn import Tally
@@ -35,6 +38,8 @@ SUMMARY_INSTRUCTIONS = (
 )
 #: The most characters of one message shown to the summary model.
 _MESSAGE_CHARS = 2000
+#: The output a summary may take when its model's limit is not known (150 words and margin).
+_OUTPUT_RESERVE = 1024
 
 
 @attrs.frozen
@@ -44,12 +49,24 @@ class Summarizer:
     model: Model
     pricing: Pricing
 
+    def most_cost(self, request: list[Message]) -> tuple[int, float]:
+        """The estimated input tokens of ``request`` and the most its call may cost."""
+        tokens = estimate_input_tokens(prompt_chars(request, []), 0, 0)
+        if self.pricing.is_zero:
+            return tokens, 0.0
+        reserve = max_output_tokens(self.model.name) or _OUTPUT_RESERVE
+        return tokens, self.pricing.uncached_cost(tokens, reserve)
+
     async def summarize(
-        self, goal: str, previous: HistorySummary | None, block: DroppedBlock, turn: int
+        self,
+        request: list[Message],
+        previous: HistorySummary | None,
+        block: DroppedBlock,
+        turn: int,
     ) -> HistorySummary:
-        """The summary of ``previous`` and ``block``, written at the start of ``turn``;
-        raises when the call fails or gives no text."""
-        response = await self.model.complete(summary_request(goal, previous, block), [])
+        """The summary of ``previous`` and ``block`` (asked for by ``request``), written at the
+        start of ``turn``; raises when the call fails or gives no text."""
+        response = await self.model.complete(request, [])
         text = response.text.strip()
         if not text:
             raise ValueError("the summary model answered with no text")
@@ -125,7 +142,7 @@ async def compactor_for(
     summarizer = await summarizer_for(opts.history_summary_model)
     if summarizer is None:
         return None
-    return Compactor(summarizer, tally, opts.tracker, log)
+    return Compactor(summarizer, tally, opts, log)
 
 
 @attrs.frozen
@@ -134,7 +151,7 @@ class Compactor:
 
     summarizer: Summarizer
     tally: Tally
-    tracker: Tracker | None
+    opts: RunOptions
     log: FilteringBoundLogger
 
     async def before_turn(self, conv: Conversation, turn: int) -> None:
@@ -143,8 +160,14 @@ class Compactor:
         previous = conv.summary
         if block is None or (previous is not None and block.last_turn <= previous.last_turn):
             return
+        request = summary_request(conv.goal, previous, block)
+        tokens, most = self.summarizer.most_cost(request)
+        cap = call_would_pass(self.opts, self.tally.totals, input_tokens=tokens, most_cost_usd=most)
+        if cap is not None:  # the block goes without a summary; the turn's own check decides
+            self.log.warning("history_summary_skipped", turn=turn, budget=str(cap))
+            return
         try:
-            summary = await self.summarizer.summarize(conv.goal, previous, block, turn)
+            summary = await self.summarizer.summarize(request, previous, block, turn)
         except anyio.get_cancelled_exc_class():
             raise
         except Exception as exc:  # the block goes without a summary; the run goes on
@@ -165,6 +188,7 @@ class Compactor:
         self.tally.totals = self.tally.totals.add_call(
             s.input_tokens, s.output_tokens, s.cost_usd, s.cached_input_tokens
         )
-        if self.tracker is not None:
+        tracker: Tracker | None = self.opts.tracker
+        if tracker is not None:
             usage = Usage(s.input_tokens, s.output_tokens, s.cached_input_tokens)
-            self.tracker.record(s.model, usage, s.cost_usd)
+            tracker.record(s.model, usage, s.cost_usd)

@@ -360,3 +360,27 @@ class TestSummaries:
             json.dumps(r) for r in scripted_server.requests
         ]
         assert 2 == sum(r["model"] == "cheap-model" for r in expected)
+
+
+class TestSummaryBudget:
+    async def test_a_summary_that_could_pass_the_token_cap_is_not_asked_for(
+        self, scripted_server: ScriptedServer
+    ) -> None:
+        """Turns 1-7 as a summary request come to some 800 tokens; 160 are spent by turn 9
+        and the cap is 600: the summary call could pass it, so it is not made (the block goes
+        without one) and the run ends within the cap."""
+        script_turns(scripted_server, 10)
+        with capture_logs() as logs:
+            result = await run_autonomous(
+                build_on(scripted_server, None),
+                "watch the disks",
+                max_turns=10,
+                history_turns=8,
+                history_summary_model=summary_model(scripted_server),
+                max_input_tokens=600,
+            )
+        assert [] == [r for r in scripted_server.requests if r["model"] == "cheap-model"]
+        assert ["history_summary_skipped"] == [
+            e["event"] for e in logs if e["event"].startswith("history_summary")
+        ]
+        assert (StopReason.MAX_TURNS_EXCEEDED, 200) == (result.reason, result.input_tokens)
