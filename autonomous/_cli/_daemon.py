@@ -270,23 +270,28 @@ class Daemon:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(_HAND_BACK_TIMEOUT):
                     await self._hand_back(summary, adopted)
                 raise
+            except Exception:
+                # Marked before the release, whose notification wakes the claims: they must
+                # find the session failed, never start it again.
+                self._failed[key] = summary.checkpoint_seq
+                raise
             finally:
                 await self._release(key, adopted)  # at once: the hook may take a while
         except anyio.get_cancelled_exc_class():
             raise
         except Exception as exc:  # a bad session must not bring the daemon down
-            self._failed[key] = summary.checkpoint_seq
             error = str(exc) if isinstance(exc, CliError) else f"{type(exc).__name__}: {exc}"
             self._report("failed", session=str(key), error=error)
         else:
             await self._finished(key, spec, result)
-        finally:
-            self._freed.set()
 
     async def _release(self, key: SessionKey, adopted: AdoptedLease) -> None:
-        """Stop holding a session: off the heartbeat, and its lease released (unless lost)."""
+        """Stop holding a session: off the heartbeat, its slot free (the claims are woken at
+        once, before the release's own notification could wake them: one wake, not two), and
+        its lease released (unless lost)."""
         if self._held.get(key) is adopted:
             del self._held[key]
+            self._freed.set()
         if adopted.lost or adopted.released:
             return
         with anyio.CancelScope(shield=True), anyio.move_on_after(_HAND_BACK_TIMEOUT):
