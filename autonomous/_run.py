@@ -224,7 +224,7 @@ class Run:
             checkpoint=self._checkpoint,
             exit=self._exit,
             tool_table=self._tools,
-            compactor=await compactor_for(self.opts, self.state.tally, self.log),
+            compactor=await compactor_for(self.opts, self.state.tally, self.observer),
         )
 
     async def _hold(self, ref: SessionRef) -> None:

@@ -6,9 +6,11 @@ of everything cut up to now (folded, not accumulated: the message stays short ho
 run). The summary is a :class:`eventlog.HistorySummary` event, committed at once, and is sent
 after the goal until the next cut. Its tokens and cost count in the run's totals (and so in its
 budgets) and in the tracker. A failed call never fails the run: the block is cut without a new
-summary (the one before stays) and ``history_summary_failed`` is logged. A call that could pass
-``max_input_tokens`` or ``max_cost_usd`` (estimated as the loop estimates its own calls) is not
-made: the block is cut without one and ``history_summary_skipped`` is logged.
+summary (the one before stays) and ``history_summary_failed`` is logged; so it is when the call
+outlives ``per_turn_timeout`` (on the run's clock), which bounds it as it bounds a turn. A call
+that could pass ``max_input_tokens`` or ``max_cost_usd`` (estimated as the loop estimates its own
+calls) is not made: the block is cut without one and ``history_summary_skipped`` is logged. The
+call is a ``chat`` span in the turn about to start, its tokens and cost in the telemetry's metrics.
 """
 
 from __future__ import annotations
@@ -18,14 +20,15 @@ import json
 
 import anyio
 import attrs
-from structlog.typing import FilteringBoundLogger
 
 from eventlog import HistorySummary
 from usage import Pricing, Tracker, Usage, max_output_tokens
 
 from ._conversation import Conversation, DroppedBlock
 from ._decide import call_would_pass, estimate_input_tokens, prompt_chars
-from ._model import Message, Model
+from ._errors import TurnTimeout
+from ._model import Message, Model, ModelResponse
+from ._observer import Observer
 from ._options import RunOptions
 from ._turn import Tally
 
@@ -57,16 +60,15 @@ class Summarizer:
         reserve = max_output_tokens(self.model.name) or _OUTPUT_RESERVE
         return tokens, self.pricing.uncached_cost(tokens, reserve)
 
-    async def summarize(
+    def summary_of(
         self,
-        request: list[Message],
+        response: ModelResponse,
         previous: HistorySummary | None,
         block: DroppedBlock,
         turn: int,
     ) -> HistorySummary:
-        """The summary of ``previous`` and ``block`` (asked for by ``request``), written at the
-        start of ``turn``; raises when the call fails or gives no text."""
-        response = await self.model.complete(request, [])
+        """The summary of ``previous`` and ``block`` the model answered with ``response``,
+        written at the start of ``turn``; raises when it gives no text."""
         text = response.text.strip()
         if not text:
             raise ValueError("the summary model answered with no text")
@@ -135,14 +137,12 @@ async def summarizer_for(model: str | Model | None) -> Summarizer | None:
     return Summarizer(model, pricing)
 
 
-async def compactor_for(
-    opts: RunOptions, tally: Tally, log: FilteringBoundLogger
-) -> Compactor | None:
+async def compactor_for(opts: RunOptions, tally: Tally, observer: Observer) -> Compactor | None:
     """The run's compactor (None without ``history_summary_model``)."""
     summarizer = await summarizer_for(opts.history_summary_model)
     if summarizer is None:
         return None
-    return Compactor(summarizer, tally, opts, log)
+    return Compactor(summarizer, tally, opts, observer)
 
 
 @attrs.frozen
@@ -152,7 +152,7 @@ class Compactor:
     summarizer: Summarizer
     tally: Tally
     opts: RunOptions
-    log: FilteringBoundLogger
+    observer: Observer
 
     async def before_turn(self, conv: Conversation, turn: int) -> None:
         """Summarise the turns that starting ``turn`` cuts, if any are not summarised yet."""
@@ -163,26 +163,48 @@ class Compactor:
         request = summary_request(conv.goal, previous, block)
         tokens, most = self.summarizer.most_cost(request)
         cap = call_would_pass(self.opts, self.tally.totals, input_tokens=tokens, most_cost_usd=most)
+        log = self.observer.log
         if cap is not None:  # the block goes without a summary; the turn's own check decides
-            self.log.warning("history_summary_skipped", turn=turn, budget=str(cap))
+            log.warning("history_summary_skipped", turn=turn, budget=str(cap))
             return
         try:
-            summary = await self.summarizer.summarize(request, previous, block, turn)
+            summary = await self._ask(request, previous, block, turn)
         except anyio.get_cancelled_exc_class():
             raise
         except Exception as exc:  # the block goes without a summary; the run goes on
-            self.log.warning("history_summary_failed", turn=turn, error=type(exc).__name__)
+            log.warning("history_summary_failed", turn=turn, error=type(exc).__name__)
             return
         self._count(summary)
         conv.record(summary)
         conv.set_summary(summary)
         await conv.flush()  # durable now: a resume sends this summary, never writes another
-        self.log.info(
+        log.info(
             "history_summarized",
             turn=turn,
             first_turn=summary.first_turn,
             last_turn=block.last_turn,
+            input_tokens=summary.input_tokens,
+            output_tokens=summary.output_tokens,
+            cost_usd=summary.cost_usd,
         )
+
+    async def _ask(
+        self,
+        request: list[Message],
+        previous: HistorySummary | None,
+        block: DroppedBlock,
+        turn: int,
+    ) -> HistorySummary:
+        """The summary model's summary, its call a span of ``turn``; raises when the call
+        fails, gives no text or outlives ``per_turn_timeout``."""
+        model, limit = self.summarizer.model, self.opts.per_turn_timeout
+        with self.observer.model_span(turn, model, request) as span:
+            with self.opts.clock.move_on_after(limit or None):
+                response = await model.complete(request, [])
+                summary = self.summarizer.summary_of(response, previous, block, turn)
+                self.observer.model_usage(span, response, summary.cost_usd)
+                return summary
+            raise TurnTimeout(f"the summary call ran past per_turn_timeout={limit:g} s")
 
     def _count(self, s: HistorySummary) -> None:
         self.tally.totals = self.tally.totals.add_call(

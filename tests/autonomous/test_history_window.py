@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import anyio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -14,16 +15,18 @@ from structlog.testing import capture_logs
 from autonomous import (
     Agent,
     ConfigurationError,
+    ModelResponse,
     StopReason,
     Tool,
     function_tool,
     resume_autonomous,
     run_autonomous,
+    start_autonomous,
 )
 from autonomous._conversation import window_start
 from autonomous._models import LiteLLMModel
 from autonomous._options import make_options
-from autonomous.testing import FakeClock
+from autonomous.testing import FakeClock, ScriptedModel
 from autonomous.testing._server import ScriptedServer, Step, call, calls, error, reply
 from eventlog import EventKind, HistorySummary, MemoryEventLog, SessionRef
 from scheduler import ExitOnDeferScheduler, SleepScheduler
@@ -321,6 +324,38 @@ class TestSummaries:
             e["event"] for e in logs if e["event"].startswith("history_summ")
         ]
         assert not any((m.get("content") or "").startswith("[Summary") for m in last)
+
+    async def test_a_summary_that_outlives_the_per_turn_timeout_is_given_up(
+        self, scripted_server: ScriptedServer
+    ) -> None:
+        """A summary model that never answers is given up after per_turn_timeout (on the
+        run's clock), as a failed summary: the block is cut without one, the run goes on."""
+        script_turns(scripted_server, 10)
+        clock, asked = FakeClock(), anyio.Event()
+
+        async def hang(messages: object, tools: object) -> ModelResponse:
+            asked.set()
+            await anyio.sleep_forever()
+            raise AssertionError("unreachable")
+
+        ref = SessionRef(MemoryEventLog(), "monitor", "ops", "s")
+        options: dict[str, Any] = {"max_turns": 10, "history_turns": 8, "per_turn_timeout": 30}
+        with capture_logs() as logs, anyio.fail_after(10):
+            async with start_autonomous(
+                build_on(scripted_server, ref),
+                "watch",
+                history_summary_model=ScriptedModel([hang], name="cheap"),
+                clock=clock,
+                **options,
+            ) as handle:
+                await asked.wait()
+                clock.advance(30)
+                result = await handle.wait()
+        assert (StopReason.MAX_TURNS_EXCEEDED, 10) == (result.reason, result.turns)
+        assert [] == await payloads(ref, EventKind.HISTORY_SUMMARY, HistorySummary)
+        assert [("history_summary_failed", "TurnTimeout")] == [
+            (e["event"], e["error"]) for e in logs if e["event"].startswith("history_summ")
+        ]
 
     async def test_a_resume_sends_the_summary_the_live_run_wrote(
         self, scripted_server: ScriptedServer, session: SessionRef

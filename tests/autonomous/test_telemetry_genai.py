@@ -262,6 +262,28 @@ class TestRunSpans:
         (point,) = otel.points("gen_ai.client.operation.duration").items()
         assert ("error.type", "ModelError") in point[0]
 
+    async def test_a_history_summary_call_is_a_chat_span_of_its_turn(self) -> None:
+        """The summary model's call, made as turn 5 starts (its window of 4 is cut to 1), is a
+        ``chat`` span of that turn, with its usage; its tokens are counted with the rest."""
+        otel = Otel()
+        summarizer = ScriptedModel([reply("sum", input_tokens=70, output_tokens=7)], name="cheap")
+        result = await run_autonomous(
+            builder(ScriptedModel([reply(f"ok {n}") for n in range(6)])),
+            "watch",
+            max_turns=6,
+            history_turns=4,
+            history_summary_model=summarizer,
+            telemetry=otel.telemetry,
+        )
+        (chat,) = otel.named("chat cheap")
+        turns = otel.named("autonomous.turn")
+        assert (6, 60 + 70) == (result.turns, result.input_tokens)
+        assert parent_id(chat) == span_id(turns[4])
+        assert (5, 70, 7) == tuple(
+            attributes(chat)[k]
+            for k in ("autonomous.turn", "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens")
+        )
+
 
 class TestProvider:
     @pytest.mark.parametrize(
