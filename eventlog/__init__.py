@@ -8,7 +8,7 @@ Map:
     _sqlite.py   SqliteEventLog: aiosqlite, WAL, one transaction per write, lease rows
     _sqlite_tx.py  what runs inside those transactions: inserts, the lease fence, claims,
                  batched renewals, migration
-    _sqlite_prune.py  SqliteEventLog.prune: finished sessions, deleted in short batches
+    _sqlite_prune.py  SqliteEventLog.prune's statements: candidates, a batch per transaction
     _sqlite_errors.py  SqliteEventLog's error messages (a file it cannot use, sqlite errors)
     _schema.py   SqliteEventLog's tables, statements and row conversions
     _worker.py   aiosqlite's thread: one trip per operation, a daemon closed at exit
@@ -18,8 +18,9 @@ Map:
     _postgres_batch.py  a batch of events as its append statement's parameters (plain or JSON)
     _postgres_text.py  how it stores text: U+0000 escaped, keys as parameters, notification payloads
     _postgres_conn.py  its pool and connections: the masked DSN, server errors, schema set-up
-    _postgres_prune.py  PostgresEventLog.prune: finished sessions, deleted in short batches
+    _postgres_prune.py  PostgresEventLog.prune's statements: candidates, a batch per statement
     _postgres_listen.py  its LISTEN connection and Watch (wake-ups across processes)
+    _prune.py    the prune both durable logs run: finished sessions, emptied in short batches
     _rules.py    pure rules the stores share: lease takeover, summaries, due, interrupted and
                  finished sessions
     _process.py  this host's process table: a holder's start time, zombies, reused pids

@@ -14,11 +14,12 @@ import attrs
 
 from . import _postgres_batch as batches
 from . import _postgres_conn as pgconn
-from . import _postgres_prune as pruning
 from . import _postgres_sql as sql
+from . import _prune as pruning
 from ._errors import LeaseLost, SessionLocked
 from ._events import Event, EventKind, SessionKey, utcnow
 from ._postgres_listen import Listener, Watch
+from ._postgres_prune import PostgresPruning
 from ._rules import (
     as_utc,
     check_fenced_batch,
@@ -316,7 +317,7 @@ class PostgresEventLog:
         checkpoint. The space is given back by autovacuum, not at once.
         """
         pruner = pruning.Pruner(
-            self._db.all,
+            PostgresPruning(self._db.all, self._clock),
             self.acquire_lease,
             self.release_lease,
             clock=self._clock,

@@ -14,9 +14,9 @@ from typing import Any, Self, TypeAlias, TypeVar
 import aiosqlite
 import anyio
 
+from . import _prune as pruning
 from . import _schema as sql
 from . import _sqlite_errors as errors
-from . import _sqlite_prune as pruning
 from . import _sqlite_tx as tx
 from . import _worker as worker
 from ._errors import StoreUnavailable
@@ -28,6 +28,7 @@ from ._rules import (
     check_limit,
     lease_expiry,
 )
+from ._sqlite_prune import SqlitePruning
 from ._store import Claim, Clock, Lease, LeaseHolder, PruneResult, SessionSummary
 
 T = TypeVar("T")
@@ -276,8 +277,7 @@ class SqliteEventLog:
         shrink: SQLite reuses the freed pages; ``VACUUM`` gives them back, offline.
         """
         pruner = pruning.Pruner(
-            self._fetch,
-            self._write,
+            SqlitePruning(self._fetch, self._write, self._clock),
             self.acquire_lease,
             self.release_lease,
             clock=self._clock,

@@ -1,4 +1,4 @@
-"""SqliteEventLog.prune: find the finished sessions, then delete their events in short batches."""
+"""SqliteEventLog.prune's statements: its candidates read, one batch deleted per transaction."""
 
 from __future__ import annotations
 
@@ -12,17 +12,11 @@ import attrs
 
 from . import _schema as sql
 from . import _worker as worker
-from ._errors import LeaseLost, SessionLocked
-from ._events import EventKind, SessionKey
-from ._rules import as_utc, lease_expiry, may_take_lease, prunable
-from ._store import Clock, Lease, LeaseHolder, PrunedSession, PruneResult
-
-#: Events deleted per transaction. Each batch holds the write lock for about a millisecond, so
-#: a live run's append waits at most that long behind a prune, however long the history.
-BATCH = 500
-
-#: Seconds the prune's lease on a session lasts; every batch renews it.
-LEASE_TTL = 60.0
+from ._errors import LeaseLost
+from ._events import EventKind
+from ._prune import LEASE_TTL, Candidate, Plan
+from ._rules import as_utc, lease_expiry
+from ._store import Clock, Lease
 
 # The sessions whose latest checkpoint is older than the cut-off, oldest first: their summary
 # (as summary_from_row reads it, holder columns empty), then the session id, how many of its
@@ -64,111 +58,41 @@ DELETE FROM events WHERE seq IN (
 
 
 @attrs.frozen
-class _Plan:
-    """A session to prune: its summary as a result entry, and where its events end."""
+class SqlitePruning:
+    """The candidates and batches of a prune of a SqliteEventLog, through its reads and writes."""
 
-    entry: PrunedSession
-    sid: int
-    checkpoint_seq: int
-    last_seq: int
+    fetch: Callable[[str, str, Sequence[Any]], Awaitable[list[Any]]]
+    write: Callable[[str, Callable[[sqlite3.Connection], int]], Awaitable[int]]
+    clock: Clock
 
-
-class Pruner:
-    """One prune of a SqliteEventLog, run through the log's own reads, writes and leases."""
-
-    def __init__(
-        self,
-        fetch: Callable[[str, str, Sequence[Any]], Awaitable[list[Any]]],
-        write: Callable[[str, Callable[[sqlite3.Connection], int]], Awaitable[int]],
-        acquire: Callable[[SessionKey, LeaseHolder, float], Awaitable[Lease]],
-        release: Callable[[Lease], Awaitable[None]],
-        *,
-        clock: Clock,
-        host: str,
-    ) -> None:
-        self._fetch, self._write = fetch, write
-        self._acquire, self._release = acquire, release
-        self._clock, self._host = clock, host
-        self._holder = LeaseHolder.this_process()
-
-    async def run(self, before: datetime, *, dry_run: bool, batch: int) -> PruneResult:
-        """Find the sessions, then (unless ``dry_run``) prune them one at a time."""
-        if batch < 1:
-            raise ValueError(f"batch must be at least 1, not {batch!r}")
-        cut = as_utc(before)
-        rows = await self._fetch(
-            "find sessions to prune", _SELECT_CANDIDATES, (sql.timestamp(cut),)
-        )
-        (max_seq,) = (await self._fetch("find sessions to prune", sql.MAX_SEQ, ()))[0]
-        plans, held = self._plan(rows, cut, max_seq)
-        if dry_run:
-            return PruneResult(cut, tuple(p.entry for p in plans), tuple(held), dry_run=True)
-        pruned: list[PrunedSession] = []
-        for plan in plans:
-            removed = await self._prune_one(plan, batch)
-            if removed is None:
-                held.append(plan.entry.key)
-            elif removed:
-                pruned.append(attrs.evolve(plan.entry, events=removed))
-        return PruneResult(cut, tuple(pruned), tuple(held))
-
-    def _plan(
-        self, rows: list[Any], cut: datetime, max_seq: int
-    ) -> tuple[list[_Plan], list[SessionKey]]:
-        """The candidates that are finished, quiet since the cut-off and not yet pruned; and
-        those of them a live process holds."""
-        now = as_utc(self._clock())
-        plans: list[_Plan] = []
-        held: list[SessionKey] = []
+    async def candidates(self, cut: datetime) -> list[Candidate]:
+        """The sessions whose latest checkpoint is older than ``cut``, oldest first; the
+        log's newest event is not counted as removable (SQLite would hand its seq out again)."""
+        action = "find sessions to prune"
+        rows = await self.fetch(action, _SELECT_CANDIDATES, (sql.timestamp(cut),))
+        (max_seq,) = (await self.fetch(action, sql.MAX_SEQ, ()))[0]
+        found = []
         for row in rows:
             summary = sql.summary_from_row(row[:_WIDTH])
             sid, removable, last_seq, last_kind, last_at, *lease = row[_WIDTH:]
             if last_seq == max_seq and last_seq != summary.checkpoint_seq:
                 removable -= last_kind != EventKind.NOTE  # the log's newest row stays
-            if removable <= 0 or not prunable(summary, _moment(last_at), cut):
-                continue
             holder, expiry, _ = sql.lease_of_row(lease if lease[2] else None)
-            if holder is not None and not may_take_lease(
-                holder, expiry, self._holder, now, this_host=self._host
-            ):
-                held.append(summary.key)
-                continue
-            entry = PrunedSession(summary.key, removable, summary.stop_reason, summary.updated_at)
-            plans.append(_Plan(entry, sid, summary.checkpoint_seq, last_seq))
-        return plans, held
+            found.append(
+                Candidate(summary, sid, removable, last_seq, _moment(last_at), holder, expiry)
+            )
+        return found
 
-    async def _prune_one(self, plan: _Plan, batch: int) -> int | None:
-        """Delete a session's events batch by batch under its lease; how many went (``None``:
-        a live process took the session first)."""
-        key = plan.entry.key
-        try:
-            lease = await self._acquire(key, self._holder, LEASE_TTL)
-        except SessionLocked:
-            return None
-        removed = 0
-        try:
-            while True:
-                stamps = self._lease_stamps()
-                work = functools.partial(
-                    _delete_batch, plan=plan, lease=lease, stamps=stamps, limit=batch
-                )
-                count = await self._write(f"prune session {key}", worker.in_transaction(work))
-                removed += max(count, 0)
-                if count < batch:
-                    return removed
-        except LeaseLost:  # taken over (our lease ran out): what went is gone, the rest stays
-            return removed
-        finally:
-            await self._release(lease)
-
-    def _lease_stamps(self) -> tuple[str, str]:
-        """The heartbeat and expiry a batch renews the prune's lease to."""
-        now = as_utc(self._clock())
-        return sql.timestamp(now), sql.timestamp(lease_expiry(now, LEASE_TTL))
+    async def delete_batch(self, plan: Plan, lease: Lease, limit: int) -> int:
+        """One batch in one transaction (see :class:`eventlog._prune.Statements`)."""
+        now = as_utc(self.clock())
+        stamps = sql.timestamp(now), sql.timestamp(lease_expiry(now, LEASE_TTL))
+        work = functools.partial(_delete_batch, plan=plan, lease=lease, stamps=stamps, limit=limit)
+        return await self.write(f"prune session {plan.entry.key}", worker.in_transaction(work))
 
 
 def _delete_batch(
-    conn: sqlite3.Connection, *, plan: _Plan, lease: Lease, stamps: tuple[str, str], limit: int
+    conn: sqlite3.Connection, *, plan: Plan, lease: Lease, stamps: tuple[str, str], limit: int
 ) -> int:
     """One batch, inside the caller's transaction: renew our lease (:class:`LeaseLost` when it
     is not ours any more), then delete; how many events went (-1: the session has a newer
