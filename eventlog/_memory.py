@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import socket
 from bisect import bisect_right
 from collections.abc import Collection, Iterable, Sequence
@@ -27,6 +28,7 @@ from ._rules import (
     lease_expiry,
     lease_gone,
     may_take_lease,
+    process_alive,
     prunable,
     summary_of,
     with_marks,
@@ -304,13 +306,14 @@ class MemoryEventLog:
         moment = as_utc(self._clock())
         expires_at = lease_expiry(moment, ttl)
         claims: list[Claim] = []
+        alive = functools.cache(process_alive)  # a daemon holds many: one look per process
         for summary in self._claimable(now, interrupted):
             if len(claims) >= limit:
                 break
             key = summary.key
             current = self._leases.get(key)
             if current is not None and not lease_gone(
-                current.holder, current.expires_at, moment, this_host=self._host
+                current.holder, current.expires_at, moment, this_host=self._host, alive=alive
             ):
                 continue
             epoch = self._epochs[key] = self._epochs.get(key, 0) + 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import socket
 from collections.abc import AsyncIterator, Collection, Sequence
 from datetime import datetime
@@ -291,9 +292,8 @@ class PostgresEventLog:
             "this_host": self._host,
         }
         local = await self._db.all("find due sessions", sql.SELECT_LOCAL_HOLDERS, params)
-        params["gone"] = [
-            token for token, pid, started in local if not process_alive(pid, started or "")
-        ]
+        alive = functools.cache(process_alive)  # a daemon holds many: one look per process
+        params["gone"] = [token for token, pid, started in local if not alive(pid, started or "")]
         params.update(sql.holder_params(holder))
         params.update(limit=limit, expires_at=expires_at, channel=self._db.channel)
         rows = await self._db.all("claim due sessions", sql.CLAIM_DUE, params)

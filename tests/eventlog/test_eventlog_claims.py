@@ -27,6 +27,7 @@ from eventlog import (
     SqliteEventLog,
     UserMessage,
 )
+from eventlog import _rules as eventlog_rules
 from tests.eventlog.conftest import FakeClock
 from tests.eventlog.helpers import add_fenced
 
@@ -207,6 +208,27 @@ class TestClaimDue:
         await store.acquire_lease(C, me, TTL)
         assert [D] == keys(await claim(store, clock, me))
         assert [] == await claim(store, clock, me)
+
+    async def test_each_process_of_this_host_is_looked_at_once(
+        self, store: EventLog, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A daemon holds many leases: a claim reads this host's process table once for each
+        holding process, not once for each of its leases."""
+        looked: list[int] = []
+        stat = eventlog_rules.process_stat
+
+        def counting(pid: int, proc: str = eventlog_rules.PROC) -> tuple[str, str] | None:
+            looked.append(pid)
+            return stat(pid, proc)
+
+        monkeypatch.setattr(eventlog_rules, "process_stat", counting)
+        alive = holder("alive", host=socket.gethostname(), pid=os.getpid())
+        for key in (A, B, C, D, E):
+            await store.append([deferred(key, clock.now)])
+            await store.acquire_lease(key, alive, TTL)
+        looked.clear()
+        assert [] == await claim(store, clock, holder("me"))
+        assert [os.getpid()] == looked
 
     async def test_a_claimed_session_is_not_claimed_again(
         self, store: EventLog, clock: FakeClock
