@@ -26,8 +26,8 @@ from eventlog import (
     SessionLocked,
     SqliteEventLog,
     UserMessage,
+    _process,
 )
-from eventlog import _rules as eventlog_rules
 from tests.eventlog.conftest import FakeClock
 from tests.eventlog.helpers import add_fenced
 
@@ -215,13 +215,12 @@ class TestClaimDue:
         """A daemon holds many leases: a claim reads this host's process table once for each
         holding process, not once for each of its leases."""
         looked: list[int] = []
-        stat = eventlog_rules.process_stat
 
-        def counting(pid: int, proc: str = eventlog_rules.PROC) -> tuple[str, str] | None:
+        def counting(pid: int, proc: str = _process.PROC) -> tuple[str, str] | None:
             looked.append(pid)
-            return stat(pid, proc)
+            return _process.process_stat(pid, proc)
 
-        monkeypatch.setattr(eventlog_rules, "process_stat", counting)
+        monkeypatch.setattr("eventlog._rules.process_stat", counting)
         alive = holder("alive", host=socket.gethostname(), pid=os.getpid())
         for key in (A, B, C, D, E):
             await store.append([deferred(key, clock.now)])
