@@ -2,8 +2,9 @@
 
 Every read is bounded by an index: the latest checkpoint, the events after it, the turns of the
 history window (when one is set: from the first turn :func:`window_start` keeps, so the window is
-the one the live run had, cut at the same turns), the latest history summary, and the inbox and
-control events from the checkpoint's horizon.
+the one the live run had, cut at the same turns), the latest history summary (looked for only
+when the window is summarised: a session that never had one would be read whole looking for it),
+and the inbox and control events from the checkpoint's horizon.
 
 The history a resume sends is always one a provider accepts: the turns closed by a checkpoint,
 plus, for a turn the process did not finish, its committed prefix (:class:`Unfinished`), whose
