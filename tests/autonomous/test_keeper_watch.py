@@ -7,8 +7,7 @@ so the keeper is tested without a server, on a FakeClock that moves only when a 
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -27,87 +26,18 @@ from autonomous import (
 from autonomous._remote import send_control, send_inject
 from autonomous.testing import FakeClock, ScriptedModel, call, done, reply
 from eventlog import (
-    Event,
     EventKind,
     Lease,
     LeaseHolder,
-    MemoryEventLog,
     SessionKey,
     SessionRef,
 )
 from scheduler import ExitOnDeferScheduler, SleepScheduler
 
+from ..support.watched_logs import WatchedLog
 from .helpers import asleep
 
 pytestmark = pytest.mark.anyio
-
-#: The kinds whose appends wake a watch (as PostgresEventLog's pg_notify does).
-NOTIFYING = frozenset({EventKind.INBOX_QUEUED, EventKind.CONTROL, EventKind.CHECKPOINT})
-
-
-class FakeWatch:
-    """One watch: ``wait`` returns once per burst of notifications since it last returned."""
-
-    def __init__(self) -> None:
-        self._changed = anyio.Event()
-        self.waits = 0
-
-    def notify(self) -> None:
-        """Something changed (coalesced with what came before the next wait returns)."""
-        self._changed.set()
-
-    async def wait(self) -> None:
-        """Return when notified since the watch began or since the last wait returned."""
-        self.waits += 1
-        await self._changed.wait()
-        self._changed = anyio.Event()
-
-
-class WatchedLog(MemoryEventLog):
-    """A durable in-memory log with an in-process ``watch(key)``, and counts of lease calls."""
-
-    durable = True
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.watches: list[tuple[SessionKey | None, FakeWatch]] = []
-        self.notifying = NOTIFYING
-        self.calls: dict[str, int] = {"acquire_lease": 0, "renew_lease": 0, "release_lease": 0}
-
-    @contextlib.asynccontextmanager
-    async def watch(self, key: SessionKey | None = None) -> AsyncIterator[FakeWatch]:
-        """Watch one session (or, with None, every session) until the block is left."""
-        entry = (key, FakeWatch())
-        self.watches.append(entry)
-        try:
-            yield entry[1]
-        finally:
-            self.watches.remove(entry)
-
-    async def append(self, events: Sequence[Event], *, lease: Lease | None = None) -> list[int]:
-        """Append, then notify the watches of each session an inbox/control/checkpoint hit."""
-        seqs = await super().append(events, lease=lease)
-        for event in events:
-            if event.kind in self.notifying:
-                for key, watch in self.watches:
-                    if key is None or key == event.key:
-                        watch.notify()
-        return seqs
-
-    async def acquire_lease(self, key: SessionKey, holder: LeaseHolder, ttl: float) -> Lease:
-        """Count, then acquire."""
-        self.calls["acquire_lease"] += 1
-        return await super().acquire_lease(key, holder, ttl)
-
-    async def renew_lease(self, lease: Lease, ttl: float) -> Lease:
-        """Count, then renew."""
-        self.calls["renew_lease"] += 1
-        return await super().renew_lease(lease, ttl)
-
-    async def release_lease(self, lease: Lease) -> None:
-        """Count, then release."""
-        self.calls["release_lease"] += 1
-        await super().release_lease(lease)
 
 
 def agent_on(model: ScriptedModel, ref: SessionRef) -> Any:

@@ -20,7 +20,8 @@ from autonomous._remote import send_inject
 from autonomous.testing import FakeClock, ScriptedModel, done, reply
 from eventlog import Event, EventKind, Lease, LeaseHolder, SessionKey, SessionRef
 
-from .test_keeper_watch import FakeWatch, WatchedLog, agent_on, deferred_session
+from ..support.watched_logs import FakeWatch, WatchedLog
+from .test_keeper_watch import agent_on, deferred_session
 
 pytestmark = pytest.mark.anyio
 

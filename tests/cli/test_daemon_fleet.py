@@ -3,11 +3,9 @@ FakeClock: claims, one batched heartbeat, releases, the store's watch, refusals.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import inspect
-from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ from eventlog import (
     SCHEMA_VERSION,
     Checkpoint,
     Claim,
+    Clock,
     Event,
     EventKind,
     Lease,
@@ -39,31 +38,20 @@ from eventlog import (
 )
 from scheduler import FakeClock
 
-from ..autonomous.test_keeper_watch import NOTIFYING, FakeWatch
+from ..support.watched_logs import LeaseCountingLog, WatchedLog
 from .conftest import write_spec
 
 DEFERRING = '[scheduler]\nkind = "exit"\n'
 
 
-class FleetLog(MemoryEventLog):
+class FleetLog(LeaseCountingLog):
     """An in-memory log on the test's clock that counts the lease calls the daemon makes;
     ``renew_fails`` makes every batched renewal fail (a store that is down for a while)."""
 
-    def __init__(self, clock: FakeClock) -> None:
-        super().__init__(clock=clock.now)
-        self.calls: Counter[str] = Counter()
+    def __init__(self, *, clock: Clock) -> None:
+        super().__init__(clock=clock)
         self.batches: list[int] = []  # the size of each renew_leases call
         self.renew_fails = False
-
-    async def acquire_lease(self, key: SessionKey, holder: LeaseHolder, ttl: float) -> Lease:
-        """Count, then acquire."""
-        self.calls["acquire_lease"] += 1
-        return await super().acquire_lease(key, holder, ttl)
-
-    async def renew_lease(self, lease: Lease, ttl: float) -> Lease:
-        """Count, then renew one."""
-        self.calls["renew_lease"] += 1
-        return await super().renew_lease(lease, ttl)
 
     async def renew_leases(self, leases: Sequence[Lease], ttl: float) -> list[Lease]:
         """Record the batch, then renew it (or fail, with ``renew_fails``)."""
@@ -86,57 +74,9 @@ class FleetLog(MemoryEventLog):
         return await super().claim_due(now, holder, ttl, limit=limit, interrupted=interrupted)
 
 
-class WatchedFleetLog(FleetLog):
+class WatchedFleetLog(WatchedLog, FleetLog):
     """A FleetLog with ``watch``: every inbox, control or checkpoint append, every lease
     release and every claim wakes the watches of its session (as PostgresEventLog's do)."""
-
-    def __init__(self, clock: FakeClock) -> None:
-        super().__init__(clock)
-        self.watches: list[tuple[SessionKey | None, FakeWatch]] = []
-
-    @contextlib.asynccontextmanager
-    async def watch(self, key: SessionKey | None = None) -> AsyncIterator[FakeWatch]:
-        """Watch one session (None: all of them) while the block is open."""
-        entry = (key, FakeWatch())
-        self.watches.append(entry)
-        try:
-            yield entry[1]
-        finally:
-            self.watches.remove(entry)
-
-    async def append(self, events: Sequence[Event], *, lease: Lease | None = None) -> list[int]:
-        """Append, then notify."""
-        seqs = await super().append(events, lease=lease)
-        for event in events:
-            if event.kind in NOTIFYING:
-                self.notify(event.key)
-        return seqs
-
-    async def release_lease(self, lease: Lease) -> None:
-        """Release, then notify."""
-        await super().release_lease(lease)
-        self.notify(lease.key)
-
-    async def claim_due(
-        self,
-        now: datetime,
-        holder: LeaseHolder,
-        ttl: float,
-        *,
-        limit: int,
-        interrupted: bool = False,
-    ) -> list[Claim]:
-        """Claim, then notify for each session claimed."""
-        claims = await super().claim_due(now, holder, ttl, limit=limit, interrupted=interrupted)
-        for claim in claims:
-            self.notify(claim.lease.key)
-        return claims
-
-    def notify(self, changed: SessionKey) -> None:
-        """Wake the watches of ``changed`` and those of every session."""
-        for key, watch in self.watches:
-            if key in (None, changed):
-                watch.notify()
 
 
 async def until(condition: Callable[[], Awaitable[bool] | bool]) -> None:
@@ -190,7 +130,7 @@ async def deferred_fleet(
     if sqlite is not None:
         log = SqliteEventLog(sqlite, clock=clock.now)
     else:
-        log = (WatchedFleetLog if watched else FleetLog)(clock)
+        log = (WatchedFleetLog if watched else FleetLog)(clock=clock.now)
     wake = clock.now()
     for session_id in ids:
         ref = spec.session_ref(log, session_id)
@@ -198,6 +138,8 @@ async def deferred_fleet(
         result = await run_autonomous(spec.build_function(ref), spec.goal, **spec.run_options())
         assert result.next_wake_at is not None
         wake = max(wake, result.next_wake_at)
+    if sqlite is None:
+        log.calls.clear()  # the set-up's runs took leases; the tests count the daemon's
     clock.advance((wake - clock.now()).total_seconds() + 1)
     reports: list[tuple[str, dict[str, Any]]] = []
     daemon = Daemon(

@@ -5,6 +5,7 @@ Map:
     postgres.py       a fresh PostgreSQL schema per test (pg_dsn); CI never skips for want of one
     loop_guard.py     what event loops reported during a test (the root conftest fails on it)
     well_formed.py    the autouse fixture failing a test that sent a request OpenAI would refuse
+    watched_logs.py   in-memory logs with lease calls counted and a watch notified as LISTEN is
 """
 
 from .litellm_http import API_KEY, MODEL, litellm_kwargs, litellm_model, wait_until
