@@ -79,6 +79,18 @@ class WatchedFleetLog(WatchedLog, FleetLog):
     release and every claim wakes the watches of its session (as PostgresEventLog's do)."""
 
 
+async def standing(count: Callable[[], int]) -> int:
+    """``count()`` once it has stood still for 200 checkpoints, in which the daemon's tasks get
+    every chance to move it; fails when it never stands still."""
+    for _ in range(50):
+        before = count()
+        for _ in range(200):
+            await anyio.lowlevel.checkpoint()
+        if count() == before:
+            return before
+    raise AssertionError(f"the count never stood still (at {count()})")
+
+
 async def until(condition: Callable[[], Awaitable[bool] | bool]) -> None:
     """Wait (ten real seconds at most) until ``condition()`` holds; the runs and the daemon
     go on between looks, the daemon's clock stands still."""
@@ -349,9 +361,9 @@ class TestSpecIdentity:
             tg.start_soon(fleet.daemon.serve)
             await until(lambda: bool(fleet.events("failed")))
             await until(lambda: fleet.clock.sleepers == 2)  # the poll, and the next beat
-            claims = fleet.log.calls["claim_due"]
-            for _ in range(200):  # the daemon's tasks get every chance to claim again
-                await anyio.lowlevel.checkpoint()
-            assert claims == fleet.log.calls["claim_due"]
+            # The release's notification may still be on its way when the daemon sleeps: one
+            # more claim then is right; claiming at every notification never stands still.
+            claims = await standing(lambda: fleet.log.calls["claim_due"])
             tg.cancel_scope.cancel()
+        assert claims <= 3  # the first; the freed slot's wake; the release's notification
         assert 1 == len(fleet.events("failed"))
