@@ -36,6 +36,8 @@ Map (the core is flat here; its edges are the sub-packages at the end):
     _callers.py       permissions.Caller from the originator recorded with an inbox message
     _errors.py        the error tree (AutonomousError at the root)
     _clash.py         the check at import that eventlog, usage, ... are ours, not PyPI namesakes
+    _logging.py       the library's loggers: the program's structlog set-up, else stdlib logging
+    __main__.py       python -m autonomous: the command
     retry.py          public: retry policies (transient: HTTP 429/5xx and timeouts, with backoff)
     _models/          the model edge: litellm, local llama.cpp models
     mcp/              public, the [mcp] extra: MCPServer, MCP servers' tools as a run's tools

@@ -137,6 +137,19 @@ class TestDocstrings:
         bare = [_name(p) for p in _modules() if not ast.get_docstring(ast.parse(p.read_text()))]
         assert [] == bare
 
+    @pytest.mark.parametrize(
+        "package",
+        sorted({p.parent for p in _modules() if p.name == "__init__.py"}),
+        ids=lambda p: _name(p / "__init__.py"),
+    )
+    def test_every_package_map_names_each_of_its_modules(self, package: Path) -> None:
+        """A package's docstring maps its modules: each one and each sub-package is named."""
+        doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text())) or ""
+        named = set(re.findall(r"[\w.]+\.py|\w+/", doc))
+        parts = {p.name for p in package.glob("*.py") if p.name != "__init__.py"}
+        parts |= {f"{d.name}/" for d in package.iterdir() if (d / "__init__.py").is_file()}
+        assert [] == sorted(parts - named)
+
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Each import circle of ``graph`` once, as the list of modules along it."""

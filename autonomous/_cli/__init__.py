@@ -5,7 +5,9 @@ Map:
     _main.py       the parser, logging set-up and dispatch
     _exits.py      the exit statuses
     _durations.py  durations as people write them (30m, 1h)
-    _common.py     the log, session names, the spec note, signals
+    _common.py     the log, session names, the spec note
+    _signals.py    SIGINT and SIGTERM: the first stops the work cleanly, later ones wait for that
+    _output.py     standard output and error that survive a reader going away (ls | head)
     _run.py        run and resume (--spec adopts a spec)
     _status.py     their progress: a live status line on a terminal, plain lines otherwise
     _times.py      times with their date and zone, spans, wakes relative to now
@@ -13,6 +15,7 @@ Map:
     _show.py       show (the timeline, and --follow)
     _inspect.py    inject, pause, unpause, stop
     _daemon.py     daemon (--max-concurrent, its polls on a Clock)
+    _spec_cache.py the daemon's specs: parsed, validated and built once per file version
     _jsonlines.py  the daemon's report lines; --json: one JSON-lines stream for log shippers
     _hooks.py      the spec's on_exit completion hook
     _prune.py      prune (retention: the old events of finished sessions)

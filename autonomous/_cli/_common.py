@@ -1,4 +1,4 @@
-"""What the CLI's commands share: the log, session names, the spec note, signals."""
+"""What the CLI's commands share: the log, session names, the spec note."""
 
 from __future__ import annotations
 
