@@ -12,11 +12,7 @@ import anyio
 import attrs
 import pytest
 import structlog
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace import ReadableSpan
 
 from autonomous import (
     Agent,
@@ -42,13 +38,13 @@ from autonomous import (
     start_autonomous,
 )
 from autonomous._supervisor import Steer
-from autonomous._telemetry import Telemetry
 from autonomous.testing import FakeClock, ScriptedModel, call, calls, done, reply, server
 from autonomous.testing._server import ScriptedServer
 from scheduler import SleepScheduler
 from usage import Pricing
 
 from ..support.litellm_http import API_KEY, MODEL
+from ..support.otel import Otel
 from .helpers import BOOM, TICK, builder, memory_session
 
 pytestmark = pytest.mark.anyio
@@ -437,40 +433,6 @@ def vars_of(event: ProgressEvent) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- telemetry
-
-
-class Otel:
-    """A Telemetry on explicit SDK providers with in-memory span and metric exporters."""
-
-    def __init__(self) -> None:
-        self.spans = InMemorySpanExporter()
-        tracer_provider = TracerProvider()
-        tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
-        self.metrics = InMemoryMetricReader()
-        meter_provider = MeterProvider(metric_readers=[self.metrics])
-        self.telemetry = Telemetry.create(
-            tracer_provider=tracer_provider, meter_provider=meter_provider
-        )
-
-    def finished(self) -> list[ReadableSpan]:
-        """The finished spans, in the order they ended."""
-        return list(self.spans.get_finished_spans())
-
-    def counters(self) -> dict[str, dict[tuple[tuple[str, Any], ...], float]]:
-        """Each counter's value by its sorted attribute pairs, by counter name."""
-        data = self.metrics.get_metrics_data()
-        assert data is not None
-        found: dict[str, dict[tuple[tuple[str, Any], ...], float]] = {}
-        for resource in data.resource_metrics:
-            for scope in resource.scope_metrics:
-                for metric in scope.metrics:
-                    if metric.name.startswith("gen_ai."):  # histograms: see test_telemetry_genai
-                        continue
-                    found[metric.name] = {
-                        tuple(sorted((p.attributes or {}).items())): p.value  # type: ignore[union-attr]
-                        for p in metric.data.data_points
-                    }
-        return found
 
 
 @pytest.fixture

@@ -7,53 +7,15 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
 from autonomous import ModelResponse
 from autonomous._telemetry import Telemetry
 from usage import Usage
 
-
-class Otel:
-    """A Telemetry wired to in-memory span and metric exporters (never the global providers)."""
-
-    def __init__(self) -> None:
-        self.spans = InMemorySpanExporter()
-        tracer_provider = TracerProvider()
-        tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
-        self.metrics = InMemoryMetricReader()
-        meter_provider = MeterProvider(metric_readers=[self.metrics])
-        self.telemetry = Telemetry.create(
-            tracer_provider=tracer_provider, meter_provider=meter_provider
-        )
-
-    def finished(self) -> dict[str, ReadableSpan]:
-        """The finished spans by name."""
-        return {span.name: span for span in self.spans.get_finished_spans()}
-
-    def counters(self) -> dict[str, dict[tuple[tuple[str, Any], ...], float]]:
-        """Every counter's values by their sorted attribute pairs, by counter name."""
-        data = self.metrics.get_metrics_data()
-        assert data is not None
-        found: dict[str, dict[tuple[tuple[str, Any], ...], float]] = {}
-        for resource in data.resource_metrics:
-            for scope in resource.scope_metrics:
-                for metric in scope.metrics:
-                    if metric.name.startswith("gen_ai."):  # histograms: see test_telemetry_genai
-                        continue
-                    found[metric.name] = {
-                        tuple(sorted((point.attributes or {}).items())): point.value  # type: ignore[union-attr]
-                        for point in metric.data.data_points
-                    }
-        return found
+from ..support.otel import Otel
 
 
 @pytest.fixture
@@ -84,7 +46,7 @@ class TestSpans:
     def test_spans_nest_run_turn_call(self, otel: Otel) -> None:
         """Model and tool spans are children of the turn span, itself a child of the run."""
         run_one_turn(otel.telemetry)
-        spans = otel.finished()
+        spans = otel.by_name()
         run, turn = spans["invoke_agent monitor"], spans["autonomous.turn"]
         assert None is run.parent
         assert run.context is not None and turn.parent is not None
@@ -97,7 +59,7 @@ class TestSpans:
     def test_spans_carry_names_and_numbers(self, otel: Otel) -> None:
         """Each span has exactly its documented attributes."""
         run_one_turn(otel.telemetry)
-        spans = otel.finished()
+        spans = otel.by_name()
         assert {
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.provider.name": "openai",

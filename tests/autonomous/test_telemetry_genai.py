@@ -8,8 +8,6 @@ import re
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader, Metric
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -21,6 +19,7 @@ from autonomous._telemetry import provider_name, trace_context
 from autonomous.testing import ScriptedModel, call, reply
 from eventlog import SessionRef
 
+from ..support.otel import Otel
 from .helpers import TICK, builder, memory_session
 from .test_observability import content_run, leaks
 
@@ -86,49 +85,6 @@ TOKEN_BUCKETS: tuple[float, ...] = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536,
 TOKEN_BUCKETS += (1048576, 4194304, 16777216, 67108864)
 DURATION_BUCKETS: tuple[float, ...] = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56)
 DURATION_BUCKETS += (5.12, 10.24, 20.48, 40.96, 81.92)
-
-
-class Otel:
-    """A Telemetry on explicit SDK providers with an in-memory span exporter and reader."""
-
-    def __init__(self, *, capture_content: bool | None = None) -> None:
-        self.spans = InMemorySpanExporter()
-        tracer_provider = TracerProvider()
-        tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
-        self.metrics = InMemoryMetricReader()
-        meter_provider = MeterProvider(metric_readers=[self.metrics])
-        self.telemetry = Telemetry.create(
-            tracer_provider=tracer_provider,
-            meter_provider=meter_provider,
-            capture_content=capture_content,
-        )
-
-    def finished(self) -> list[ReadableSpan]:
-        """The finished spans, in the order they ended."""
-        return list(self.spans.get_finished_spans())
-
-    def named(self, name: str) -> list[ReadableSpan]:
-        """The finished spans called ``name``."""
-        return [s for s in self.finished() if s.name == name]
-
-    def metric(self, name: str) -> Metric:
-        """The metric called ``name``."""
-        data = self.metrics.get_metrics_data()
-        assert data is not None
-        for resource in data.resource_metrics:
-            for scope in resource.scope_metrics:
-                for metric in scope.metrics:
-                    if metric.name == name:
-                        return metric
-        raise AssertionError(f"no metric {name}")
-
-    def points(self, name: str) -> dict[tuple[tuple[str, Any], ...], HistogramDataPoint]:
-        """The histogram ``name``'s points by their sorted attribute pairs."""
-        found = {}
-        for point in self.metric(name).data.data_points:
-            assert isinstance(point, HistogramDataPoint)
-            found[tuple(sorted((point.attributes or {}).items()))] = point
-        return found
 
 
 def attributes(span: ReadableSpan) -> dict[str, Any]:
