@@ -19,8 +19,8 @@ from eventlog._codec import decode_payload
 from tests.support import API_KEY, MODEL
 from usage import Pricing, Usage
 
+from ..support.otel import Otel
 from .helpers import checkpoints, memory_session
-from .test_telemetry import Otel
 
 #: Instructions of about 1,500 estimated tokens, so the simulated provider caches them.
 LONG = "Watch the disk and report how full it is. " * 140
@@ -135,7 +135,7 @@ class TestTelemetry:
         answer = ModelResponse(usage=Usage(2000, 5, 1024, 512), model="m")
         with telemetry.model_span(1, "m", provider="anthropic", conversation="c") as chat:
             telemetry.set_response(chat, answer, 0.0)
-        attributes: dict[str, Any] = dict(otel.finished()["chat m"].attributes or {})
+        attributes: dict[str, Any] = dict(otel.by_name()["chat m"].attributes or {})
         assert (1024, 512) == (
             attributes["gen_ai.usage.cache_read.input_tokens"],
             attributes["gen_ai.usage.cache_creation.input_tokens"],
