@@ -178,11 +178,31 @@ class PostgresEventLog:
 
         The lease is free when nobody holds it, we hold it, it expired by this log's clock, or
         its holder was a process of this host that is gone (a zombie or a reused pid
-        included). A live holder is never displaced. A new holder gets the next epoch. The
-        row is locked while this decides, so that two askers never both get it.
+        included). A live holder is never displaced. A new holder gets the next epoch. A
+        free lease is taken in one statement; a held one is decided with its row locked, so
+        that two askers never both get it.
         """
         now = as_utc(self._clock())
         expires_at = lease_expiry(now, ttl)
+        action = f"lease session {key}"
+        params = {
+            **sql.key_params(key),
+            **sql.holder_params(holder),
+            "now": now,
+            "expires_at": expires_at,
+        }
+        taken = await self._db.all(action, sql.TAKE_FREE_LEASE, params)
+        if taken:
+            sid, epoch, log_seq = taken[0]
+            self._db.remember_sid(key, sid)
+            return Lease(key, holder, expires_at, log_seq=log_seq, epoch=epoch)
+        return await self._take_held_lease(key, holder, now, expires_at)
+
+    async def _take_held_lease(
+        self, key: SessionKey, holder: LeaseHolder, now: datetime, expires_at: datetime
+    ) -> Lease:
+        """The lease of a session another holder held at ``now``: ours if that holder was a
+        gone process of this host, else :class:`SessionLocked`."""
         action = f"lease session {key}"
         sid = (await self._db.sids_of({key}, action))[key]
         async with self._db.connection(action) as conn, conn.transaction():

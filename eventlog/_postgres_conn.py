@@ -273,6 +273,10 @@ class Database:
             raise self.closed_error()
         return sid
 
+    def remember_sid(self, key: SessionKey, sid: int) -> None:
+        """Keep the id a statement returned for ``key``'s session."""
+        self._sids[key] = sid
+
     async def sids_of(self, keys: Collection[SessionKey], action: Action) -> dict[SessionKey, int]:
         """The ids of the sessions ``keys``, the sessions added if they are new."""
         sids = self._sids

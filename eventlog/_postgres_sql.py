@@ -256,6 +256,32 @@ SELECT array_agg(seq ORDER BY ord), (SELECT count(*) FROM notified) FROM batch
 _LEASE_COLUMNS = "holder_host, holder_pid, holder_token, holder_started, expires_at, epoch"
 SELECT_LEASE = f"SELECT {_LEASE_COLUMNS} FROM eventlog_sessions WHERE {_KEY}"
 LOCK_LEASE = f"SELECT {_LEASE_COLUMNS} FROM eventlog_sessions WHERE sid = %(sid)s FOR UPDATE"
+# The asker is the holder on the row: the same host, pid, token and start time.
+_SAME_HOLDER = """(s.holder_token = excluded.holder_token AND s.holder_host = excluded.holder_host
+    AND s.holder_pid = excluded.holder_pid AND s.holder_started = excluded.holder_started)"""
+#: The lease of a session nobody holds (a new session, a released or expired lease, or ours
+#: already), taken in one statement, the session row added if need be; the session's id,
+#: the epoch and the log's newest seq. No row: a holder that is not the asker holds it
+#: until after now, and whether that holder is gone is told with the row locked (LOCK_LEASE).
+#: A concurrent first lease of a new session waits for the other's insert, then finds the
+#: lease held. (Like ENSURE_SESSION, a conflicting insert uses up an id: ids may have gaps.)
+TAKE_FREE_LEASE = f"""
+INSERT INTO eventlog_sessions AS s (
+    app, "user", session_id, holder_host, holder_pid, holder_token, holder_started, heartbeat,
+    expires_at, epoch
+) VALUES (
+    %(app)s, %(user)s, %(session_id)s, %(host)s, %(pid)s, %(token)s, %(started)s, %(now)s,
+    %(expires_at)s, 1
+)
+ON CONFLICT (app, "user", session_id) DO UPDATE SET
+    holder_host = excluded.holder_host, holder_pid = excluded.holder_pid,
+    holder_token = excluded.holder_token, holder_started = excluded.holder_started,
+    heartbeat = excluded.heartbeat, expires_at = excluded.expires_at,
+    epoch = CASE WHEN {_SAME_HOLDER} THEN s.epoch ELSE s.epoch + 1 END
+WHERE s.holder_token IS NULL OR s.expires_at IS NULL OR s.expires_at <= %(now)s
+    OR {_SAME_HOLDER}
+RETURNING sid, epoch, {_LOG_SEQ}
+"""
 WRITE_LEASE = f"""
 UPDATE eventlog_sessions SET
     holder_host = %(host)s, holder_pid = %(pid)s, holder_token = %(token)s,

@@ -30,6 +30,7 @@ from eventlog import (
     UserMessage,
     Watch,
 )
+from eventlog import _postgres_conn as pgconn
 from eventlog._postgres_conn import mask_dsn
 from eventlog._postgres_sql import STORE_VERSION
 from tests.eventlog.conftest import FakeClock
@@ -495,3 +496,70 @@ class TestWatch:
                     await anyio.wait_all_tasks_blocked()
                     await other.append([Event.create(A, Control("wake"))])
                     await other.append([Event.create(B, Control("wake"))])
+
+
+class TestLeaseStatements:
+    """Taking a lease nobody holds is one statement (the session row added if need be): the
+    locked read and decision of a lease that is held cost four round trips, paid only then."""
+
+    @pytest.fixture
+    def trips(self, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+        """The log's statements and transaction blocks, as they are sent."""
+        seen: list[str] = []
+        all_of, connection_of = pgconn.Database.all, pgconn.Database.connection
+
+        async def all_counted(self: Any, action: Any, query: str, params: Any) -> Any:
+            seen.append(query.split(maxsplit=1)[0])
+            return await all_of(self, action, query, params)
+
+        def connection_counted(self: Any, action: Any) -> Any:
+            seen.append("transaction")
+            return connection_of(self, action)
+
+        monkeypatch.setattr(pgconn.Database, "all", all_counted)
+        monkeypatch.setattr(pgconn.Database, "connection", connection_counted)
+        return seen
+
+    async def test_a_new_session_is_leased_in_one_statement(
+        self, log: PostgresEventLog, trips: list[str]
+    ) -> None:
+        lease = await log.acquire_lease(A, holder("me"), ttl=30)
+        assert (1, ["INSERT"]) == (lease.epoch, trips)
+
+    async def test_a_released_or_expired_lease_is_taken_in_one_statement(
+        self, log: PostgresEventLog, clock: FakeClock, trips: list[str]
+    ) -> None:
+        await log.release_lease(await log.acquire_lease(A, holder("one"), ttl=30))
+        await log.acquire_lease(B, holder("one"), ttl=30)
+        clock.advance(31)
+        trips.clear()
+        released = await log.acquire_lease(A, holder("two"), ttl=30)
+        expired = await log.acquire_lease(B, holder("two"), ttl=30)
+        assert (2, 2, ["INSERT", "INSERT"]) == (released.epoch, expired.epoch, trips)
+
+    async def test_our_own_lease_is_taken_again_in_one_statement_at_its_epoch(
+        self, log: PostgresEventLog, trips: list[str]
+    ) -> None:
+        first = await log.acquire_lease(A, holder("me"), ttl=30)
+        again = await log.acquire_lease(A, holder("me"), ttl=60)
+        assert (first.epoch, ["INSERT", "INSERT"]) == (again.epoch, trips)
+        assert again.expires_at > first.expires_at
+
+    async def test_a_held_lease_is_decided_with_its_row_locked(
+        self, log: PostgresEventLog, trips: list[str]
+    ) -> None:
+        """A holder that is not us and has not expired may still be a gone process of this
+        host: that is told in Python, with the row locked, as before."""
+        await log.acquire_lease(A, holder("one"), ttl=30)
+        trips.clear()
+        with pytest.raises(SessionLocked):
+            await log.acquire_lease(A, holder("two"), ttl=30)
+        assert ["INSERT", "transaction"] == trips
+
+    async def test_a_holder_differing_only_in_pid_is_another_holder(
+        self, log: PostgresEventLog
+    ) -> None:
+        """The same token with another pid is not this holder: no retake, no kept epoch."""
+        await log.acquire_lease(A, holder("me"), ttl=30)
+        with pytest.raises(SessionLocked):
+            await log.acquire_lease(A, holder("me", pid=4343), ttl=30)
