@@ -44,20 +44,31 @@ MIGRATE_1_TO_2 = (
     "UPDATE eventlog_meta SET value = '2' WHERE key = 'schema_version'",
 )
 
-# Version 2 to 3: the summary's token columns, backfilled from each session's latest checkpoint
-# in a block of its own: a checkpoint row that is not JSON (reading it fails loudly elsewhere)
-# leaves every session at 0 until its next checkpoint, rather than the schema unopenable.
+# Version 2 to 3: the summary's token columns, backfilled from each session's latest checkpoint:
+# all in one statement, or, when a checkpoint row is not JSON (reading it fails loudly
+# elsewhere), one session at a time, each in a block of its own, so that only that session
+# stays at 0 until its next checkpoint (as SQLite's migration leaves it), and the schema opens.
+_BACKFILL_TOKENS = """
+UPDATE eventlog_sessions AS s SET
+    input_tokens = coalesce((e.payload::json->>'input_tokens')::bigint, 0),
+    cached_input_tokens = coalesce((e.payload::json->>'cached_input_tokens')::bigint, 0)
+FROM eventlog_events AS e WHERE e.sid = s.sid AND e.seq = s.checkpoint_seq"""
 MIGRATE_2_TO_3 = (
     """
 ALTER TABLE eventlog_sessions ADD COLUMN input_tokens bigint NOT NULL DEFAULT 0,
     ADD COLUMN cached_input_tokens bigint NOT NULL DEFAULT 0""",
-    """
-DO $$ BEGIN
-    UPDATE eventlog_sessions AS s SET
-        input_tokens = coalesce((e.payload::json->>'input_tokens')::bigint, 0),
-        cached_input_tokens = coalesce((e.payload::json->>'cached_input_tokens')::bigint, 0)
-    FROM eventlog_events AS e WHERE e.sid = s.sid AND e.seq = s.checkpoint_seq;
-EXCEPTION WHEN data_exception THEN NULL;
+    f"""
+DO $$
+DECLARE one record;
+BEGIN
+    {_BACKFILL_TOKENS};
+EXCEPTION WHEN data_exception THEN
+    FOR one IN SELECT sid FROM eventlog_sessions WHERE checkpoint_seq IS NOT NULL LOOP
+        BEGIN
+            {_BACKFILL_TOKENS} AND s.sid = one.sid;
+        EXCEPTION WHEN data_exception THEN NULL;
+        END;
+    END LOOP;
 END $$""",
     "UPDATE eventlog_meta SET value = '3' WHERE key = 'schema_version'",
 )

@@ -183,3 +183,27 @@ class TestMigration:
                 assert [(0, 0)] == [
                     (s.input_tokens, s.cached_input_tokens) for s in await log.sessions()
                 ]
+
+    async def test_one_unreadable_checkpoint_leaves_the_other_sessions_backfilled(
+        self, pg_dsn: str, clock: FakeClock
+    ) -> None:
+        """Only the session whose latest checkpoint row is not JSON stays at 0 (as SQLite's
+        migration leaves it): the others' tokens are filled in all the same."""
+        b = SessionKey("app", "ops", "b")
+        async with PostgresEventLog(pg_dsn, clock=clock) as log:
+            await log.append([Event.create(A, Checkpoint(1, 900, 1, 0.0, "go"))])
+            await log.append(
+                [Event.create(b, Checkpoint(1, 700, 1, 0.0, "go", cached_input_tokens=600))]
+            )
+        async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
+            await conn.execute(DROP_TOKENS)
+            await conn.execute(
+                "UPDATE eventlog_events SET payload = '{not json' WHERE sid ="
+                " (SELECT sid FROM eventlog_sessions WHERE session_id = 'a')"
+            )
+            await conn.execute("UPDATE eventlog_meta SET value = '2'")
+            async with PostgresEventLog(pg_dsn, clock=clock) as log:
+                listed = {
+                    s.key: (s.input_tokens, s.cached_input_tokens) for s in await log.sessions()
+                }
+        assert {A: (0, 0), b: (700, 600)} == listed
