@@ -21,6 +21,7 @@ Map:
     _postgres_prune.py  PostgresEventLog.prune's statements: candidates, a batch per statement
     _postgres_listen.py  its LISTEN connection and Watch (wake-ups across processes)
     _prune.py    the prune both durable logs run: finished sessions, emptied in short batches
+    _summary_rows.py  session summary and lease rows read back, for both durable logs
     _rules.py    pure rules the stores share: lease takeover, summaries, due, interrupted and
                  finished sessions
     _process.py  this host's process table: a holder's start time, zombies, reused pids

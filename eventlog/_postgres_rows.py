@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 import attrs
 
+from . import _summary_rows as rows
 from ._codec import decode_payload
 from ._events import Event, EventKind, SessionKey
-from ._postgres_text import key_of, unescape
+from ._postgres_text import unescape
 from ._rules import as_utc
 from ._store import LeaseHolder, SessionSummary
+from ._summary_rows import Decoding
 
 
 def event_from_row(row: Sequence[Any], key: SessionKey) -> Event:
@@ -33,25 +36,14 @@ def event_from_row(row: Sequence[Any], key: SessionKey) -> Event:
     )
 
 
-def summary_from_row(row: Sequence[Any]) -> SessionSummary:
-    """A session summary (with its live lease holder, if any) from a summary row."""
-    app, user, session_id, turns, cost, reason, wake, updated, seq, *flags, host, pid, token = row
-    paused, stopped, unpriced, input_tokens, cached_input_tokens = flags
-    return SessionSummary(
-        key=key_of(app, user, session_id),
-        turns=turns,
-        cost_usd=cost,
-        stop_reason=None if reason is None else unescape(reason),
-        next_wake_at=None if wake is None else as_utc(wake),
-        updated_at=as_utc(updated),
-        checkpoint_seq=seq,
-        holder=None if host is None or token is None else str(LeaseHolder(host, pid, token)),
-        paused=paused,
-        stopped=stopped,
-        unpriced=unpriced,
-        input_tokens=input_tokens,
-        cached_input_tokens=cached_input_tokens,
-    )
+#: How this store's columns read back: U+0000 escaped in text, times as the server gives them.
+DECODING = Decoding(text=unescape, time=as_utc)
+#: A session summary from a summary row (see :func:`~eventlog._summary_rows.summary_from_row`).
+summary_from_row = functools.partial(rows.summary_from_row, decoding=DECODING)
+#: A :data:`SELECT_LEASE` row as (holder, expiry, epoch).
+lease_of_row = functools.partial(rows.lease_of_row, decoding=DECODING)
+#: Why a lease is no longer ours, from the session's :data:`SELECT_LEASE` row.
+lost_detail = functools.partial(rows.lost_detail, decoding=DECODING)
 
 
 def holder_params(holder: LeaseHolder) -> dict[str, Any]:
@@ -62,25 +54,6 @@ def holder_params(holder: LeaseHolder) -> dict[str, Any]:
         "token": holder.token,
         "started": holder.started,
     }
-
-
-def lease_of_row(row: Sequence[Any] | None) -> tuple[LeaseHolder | None, datetime | None, int]:
-    """A :data:`SELECT_LEASE` row as (holder, expiry, epoch); no holder for a released lease.
-
-    No row at all is a session never leased: no holder, epoch 0.
-    """
-    if row is None:
-        return None, None, 0
-    host, pid, token, started, expires_at, epoch = row
-    if token is None:
-        return None, None, epoch
-    return LeaseHolder(host, pid, token, started), as_utc(expires_at), epoch
-
-
-def lost_detail(row: Sequence[Any] | None) -> str:
-    """Why a lease is no longer ours, from the session's :data:`SELECT_LEASE` row."""
-    current, _, epoch = lease_of_row(row)
-    return "released" if current is None else f"now held by {current} (epoch {epoch})"
 
 
 def claim_from_row(

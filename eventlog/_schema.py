@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from . import _summary_rows as rows
 from ._codec import decode_payload, encode_payload
 from ._errors import CorruptEvent
 from ._events import Event, EventKind, SessionKey
 from ._rules import as_utc, summary_of
-from ._store import LeaseHolder, SessionSummary
+from ._summary_rows import Decoding
 
 #: The version of the tables below, kept in ``meta``; a newer file is refused, never rewritten.
 #: Version 2 keys events by an integer session id (``sessions.sid``) instead of three text
@@ -303,41 +305,12 @@ def event_from_row(row: Sequence[Any], key: SessionKey) -> Event:
     )
 
 
-def summary_from_row(row: Sequence[Any]) -> SessionSummary:
-    """A session summary (with its live lease holder, if any) from a sessions/leases row."""
-    app, user, session_id, turns, cost, reason, wake, updated, seq, *flags, host, pid, token = row
-    paused, stopped, unpriced, input_tokens, cached_input_tokens = flags
-    return SessionSummary(
-        key=SessionKey(app, user, session_id),
-        turns=turns,
-        cost_usd=cost,
-        stop_reason=reason,
-        next_wake_at=None if wake is None else datetime.fromisoformat(wake),
-        updated_at=datetime.fromisoformat(updated),
-        checkpoint_seq=seq,
-        holder=None if host is None else str(LeaseHolder(host, pid, token)),
-        paused=bool(paused),
-        stopped=bool(stopped),
-        unpriced=bool(unpriced),
-        input_tokens=input_tokens,
-        cached_input_tokens=cached_input_tokens,
-    )
-
-
-def lease_of_row(row: Sequence[Any] | None) -> tuple[LeaseHolder | None, datetime | None, int]:
-    """A :data:`SELECT_LEASE` row as (holder, expiry, epoch); no holder for a released lease.
-
-    No row at all is a session never leased: no holder, epoch 0.
-    """
-    if row is None:
-        return None, None, 0
-    host, pid, token, started, expires_at, epoch = row
-    if not token:
-        return None, None, epoch
-    return LeaseHolder(host, pid, token, started), datetime.fromisoformat(expires_at), epoch
-
-
-def lost_detail(row: Sequence[Any] | None) -> str:
-    """Why a lease is no longer ours, from the session's :data:`SELECT_LEASE` row."""
-    current, _, epoch = lease_of_row(row)
-    return "released" if current is None else f"now held by {current} (epoch {epoch})"
+#: How this store's columns read back: text as stored, times as ISO 8601 text.
+DECODING = Decoding(text=str, time=datetime.fromisoformat)
+#: A session summary from a sessions/leases row (see
+#: :func:`~eventlog._summary_rows.summary_from_row`).
+summary_from_row = functools.partial(rows.summary_from_row, decoding=DECODING)
+#: A :data:`SELECT_LEASE` row as (holder, expiry, epoch).
+lease_of_row = functools.partial(rows.lease_of_row, decoding=DECODING)
+#: Why a lease is no longer ours, from the session's :data:`SELECT_LEASE` row.
+lost_detail = functools.partial(rows.lost_detail, decoding=DECODING)
