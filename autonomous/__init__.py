@@ -78,6 +78,7 @@ from ._models._local import LocalModelUnavailable, register_local_models
 from ._options import RunKwargs, RunOptions
 from ._progress import (
     CheckpointWritten,
+    HistorySummarized,
     ModelCalled,
     ModelCalling,
     Paused,
@@ -120,6 +121,7 @@ __all__ = [
     "CheckpointWritten",
     "ConfigurationError",
     "GateWouldDeadlock",
+    "HistorySummarized",
     "LLMJudge",
     "LocalModelUnavailable",
     "MCPServerError",

@@ -28,6 +28,7 @@ from usage import Usage
 from ._logging import get_logger
 from ._progress import (
     CheckpointWritten,
+    HistorySummarized,
     ModelCalled,
     ModelCalling,
     Paused,
@@ -51,6 +52,8 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator, Sequence
 
     from opentelemetry.trace import Span
+
+    from eventlog import HistorySummary
 
     from ._model import Message, Model, ModelResponse, ToolCall
 
@@ -271,6 +274,31 @@ class Observer:
         if self.listening:
             event = ModelCalled(
                 turn, model, usage.input_tokens, usage.output_tokens, cost_usd, tool_calls
+            )
+            await self._emit(turn, event)
+
+    async def history_summarized(self, summary: HistorySummary) -> None:
+        """The summary model answered before turn ``summary.turn`` (see
+        :class:`HistorySummarized`)."""
+        turn = summary.turn
+        self.log.info(
+            "history_summarized",
+            turn=turn,
+            first_turn=summary.first_turn,
+            last_turn=summary.last_turn,
+            input_tokens=summary.input_tokens,
+            output_tokens=summary.output_tokens,
+            cost_usd=summary.cost_usd,
+        )
+        if self.listening:
+            event = HistorySummarized(
+                turn,
+                summary.model,
+                summary.first_turn,
+                summary.last_turn,
+                summary.input_tokens,
+                summary.output_tokens,
+                summary.cost_usd,
             )
             await self._emit(turn, event)
 

@@ -54,6 +54,22 @@ class ModelCalled:
 
 
 @attrs.frozen
+class HistorySummarized:
+    """The summary model summarised the turns a history window cut before turn ``turn``
+    (``first_turn`` to ``last_turn``, an earlier summary folded in), in one call that follows
+    a :class:`ModelCalling` of that model; its usage and cost count in the run's totals as a
+    :class:`ModelCalled`'s do."""
+
+    turn: int
+    model: str
+    first_turn: int
+    last_turn: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+
+
+@attrs.frozen
 class ToolCalling:
     """A tool call begins (its outcome comes as :class:`ToolCalled`)."""
 
@@ -122,6 +138,7 @@ ProgressEvent = (
     | TurnFinished
     | ModelCalling
     | ModelCalled
+    | HistorySummarized
     | ToolCalling
     | ToolCalled
     | CheckpointWritten

@@ -178,15 +178,7 @@ class Compactor:
         conv.record(summary)
         conv.set_summary(summary)
         await conv.flush()  # durable now: a resume sends this summary, never writes another
-        log.info(
-            "history_summarized",
-            turn=turn,
-            first_turn=summary.first_turn,
-            last_turn=block.last_turn,
-            input_tokens=summary.input_tokens,
-            output_tokens=summary.output_tokens,
-            cost_usd=summary.cost_usd,
-        )
+        await self.observer.history_summarized(summary)
 
     async def _ask(
         self,
@@ -198,6 +190,7 @@ class Compactor:
         """The summary model's summary, its call a span of ``turn``; raises when the call
         fails, gives no text or outlives ``per_turn_timeout``."""
         model, limit = self.summarizer.model, self.opts.per_turn_timeout
+        await self.observer.model_calling(turn, model.name)
         with self.observer.model_span(turn, model, request) as span:
             with self.opts.clock.move_on_after(limit or None):
                 response = await model.complete(request, [])

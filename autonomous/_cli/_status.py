@@ -22,6 +22,7 @@ from permissions import Gate, TerminalPrompter
 from scheduler import Clock, SystemClock
 
 from .._progress import (
+    HistorySummarized,
     ModelCalled,
     ModelCalling,
     Paused,
@@ -77,8 +78,8 @@ class PlainProgress:
         return None
 
     def __call__(self, turn: int, event: ProgressEvent) -> None:
-        """Account a model call; print the line an event has, if any."""
-        if isinstance(event, ModelCalled):
+        """Account a model call (a summary call too); print the line an event has, if any."""
+        if isinstance(event, ModelCalled | HistorySummarized):
             self.input_tokens += event.input_tokens
             self.output_tokens += event.output_tokens
             self.cost_usd += event.cost_usd
@@ -183,7 +184,7 @@ class LiveStatus(PlainProgress):
             return f"calling {event.model}"
         if isinstance(event, ToolCalling):
             return f"running {event.tool}"
-        if isinstance(event, ModelCalled | ToolCalled | TurnStarted):
+        if isinstance(event, ModelCalled | HistorySummarized | ToolCalled | TurnStarted):
             return "working"
         if isinstance(event, Sleeping):
             return f"sleeping until {show_time(event.until, utc=self._utc)}"

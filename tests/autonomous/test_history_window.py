@@ -15,6 +15,9 @@ from structlog.testing import capture_logs
 from autonomous import (
     Agent,
     ConfigurationError,
+    HistorySummarized,
+    ModelCalled,
+    ModelCalling,
     ModelResponse,
     StopReason,
     Tool,
@@ -283,6 +286,32 @@ class TestSummaries:
         ]
         assert "[Summary of turns 1-7] disks at 40-46%, nothing to do" == last[2]["content"]
         assert (20 * 10 + 900, 20 * 5 + 30) == (result.input_tokens, result.output_tokens)
+
+    async def test_the_summary_call_is_in_the_progress_stream(
+        self, scripted_server: ScriptedServer
+    ) -> None:
+        """A consumer sees the summary call begin and its usage and cost: with the answers'
+        ModelCalled events they add up to the run's totals."""
+        summary = reply("disks fine", input_tokens=900, output_tokens=30)
+        script_with_summaries(scripted_server, 10, {9: summary})
+        seen: list[Any] = []
+        result = await run_autonomous(
+            build_on(scripted_server, None),
+            "watch the disks",
+            max_turns=10,
+            history_turns=8,
+            history_summary_model=summary_model(scripted_server),
+            progress=lambda turn, event: seen.append(event),
+        )
+        summarized = [e for e in seen if isinstance(e, HistorySummarized)]
+        assert [HistorySummarized(9, "cheap-model", 1, 7, 900, 30, 0.0)] == summarized
+        at = seen.index(summarized[0])
+        assert ModelCalling(9, "openai/cheap-model") == seen[at - 1]
+        calls = [e for e in seen if isinstance(e, ModelCalled | HistorySummarized)]
+        assert (result.input_tokens, result.output_tokens) == (
+            sum(e.input_tokens for e in calls),
+            sum(e.output_tokens for e in calls),
+        )
 
     async def test_summaries_are_folded_into_one(self, scripted_server: ScriptedServer) -> None:
         """The second summary is given the first and covers every cut turn; one is sent."""

@@ -8,6 +8,7 @@ from io import StringIO
 from rich.console import Console
 
 from autonomous import (
+    HistorySummarized,
     ModelCalled,
     ModelCalling,
     Sleeping,
@@ -67,6 +68,19 @@ class TestLiveStatus:
         ) == live.status()
         live(2, ToolCalled(2, "check_disk", "ok"))
         assert live.status().startswith("working 0s | turn 2")
+
+    def test_a_history_summary_is_spent_like_a_model_call(self) -> None:
+        """The summary model's call counts in what is spent; once it answered, the run is
+        working again (not still calling it)."""
+        clock = FakeClock(START)
+        live, _ = status(clock)
+        live(9, TurnStarted(9))
+        live(9, ModelCalling(9, "cheap-model"))
+        live(9, HistorySummarized(9, "cheap-model", 1, 7, 900, 30, 0.125))
+        assert (
+            "working 0s | turn 9 | 0s elapsed | $0.125000"
+            " | left: 1 turns, $0.8750, 1h 00m | tokens 900 in / 30 out"
+        ) == live.status()
 
     def test_a_sleep_shows_its_wake_time(self) -> None:
         """While it sleeps: the wake time, with its date and zone."""
