@@ -459,7 +459,7 @@ class SqliteEventLog:
             f" PRAGMA wal_autocheckpoint = {sql.WAL_AUTOCHECKPOINT};"
             f" PRAGMA page_size = {sql.PAGE_SIZE};"  # a new file only; must precede WAL mode
         )
-        conn.execute("PRAGMA journal_mode = WAL")
+        tx.enter_wal(conn, self._busy_ms / 1000)
         if conn.execute(sql.HAS_META).fetchone() is None:
             conn.executescript(sql.SCHEMA_SCRIPT)
         if tx.version(conn) in sql.MIGRATIONS:

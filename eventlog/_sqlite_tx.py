@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
@@ -15,6 +16,7 @@ from . import _schema as sql
 from ._errors import LeaseLost, SessionLocked
 from ._events import Event, EventKind, SessionKey
 from ._rules import control_marks, lease_gone, may_take_lease, process_alive
+from ._sqlite_errors import code
 from ._store import Claim, Lease, LeaseHolder
 
 #: A summary update: its statement, and its parameters between the event's seq and the sid.
@@ -25,6 +27,29 @@ def version(conn: sqlite3.Connection) -> str:
     """The store schema version the file says it has (``"none"`` when it does not say)."""
     row = conn.execute(sql.GET_VERSION).fetchone()
     return "none" if row is None else str(row[0])
+
+
+#: How long :func:`enter_wal` sleeps between its tries, in seconds.
+WAL_RETRY_EVERY = 0.005
+
+
+def enter_wal(conn: sqlite3.Connection, busy_timeout: float) -> None:
+    """Put the file in WAL mode, waiting up to ``busy_timeout`` seconds for other connections.
+
+    Leaving the rollback journal needs the file to itself, and when another connection holds
+    its write lock SQLite says "database is locked" at once, without calling the busy handler
+    (the two would deadlock). Several processes starting on a new file together meet this;
+    the others finish in moments, so the switch is tried again until the timeout.
+    """
+    deadline = time.monotonic() + busy_timeout
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if code(exc) != sqlite3.SQLITE_BUSY or time.monotonic() >= deadline:
+                raise
+        time.sleep(WAL_RETRY_EVERY)
 
 
 def migrate(conn: sqlite3.Connection) -> None:

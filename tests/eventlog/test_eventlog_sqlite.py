@@ -129,6 +129,28 @@ class CancellingClock:
 
 
 @contextlib.contextmanager
+def holding_the_write_lock(path: Path) -> Iterator[Callable[[], None]]:
+    """A new file (not in WAL mode) whose write lock another connection holds until the
+    function given is called, or the block ends."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("BEGIN IMMEDIATE")
+    once = threading.Lock()
+    open_ = [True]
+
+    def release() -> None:
+        with once:
+            if open_[0]:
+                conn.execute("COMMIT")
+                conn.close()
+                open_[0] = False
+
+    try:
+        yield release
+    finally:
+        release()
+
+
+@contextlib.contextmanager
 def read_only(path: Path) -> Iterator[None]:
     """Make ``path`` unwritable for the duration (chattr +i when running as root)."""
     if os.geteuid() != 0:
@@ -156,6 +178,32 @@ class TestFile:
             pass
         with contextlib.closing(sqlite3.connect(db_path)) as conn:
             assert ("wal",) == conn.execute("PRAGMA journal_mode").fetchone()
+
+    async def test_a_new_file_another_process_is_writing_waits_for_it(self, db_path: Path) -> None:
+        """A file another process holds the write lock on is opened once the lock is let go.
+
+        Going into WAL mode needs the file to itself, and SQLite answers "database is locked"
+        at once, without waiting ``busy_timeout``, when another connection holds the write lock
+        (as when several processes start on a new file together): the log waits for it.
+        """
+        with holding_the_write_lock(db_path) as release:
+            threading.Timer(0.2, release).start()
+            async with SqliteEventLog(db_path, busy_timeout=30) as log:
+                assert 3 == len(await log.append(batch()))
+        with contextlib.closing(sqlite3.connect(db_path)) as conn:
+            assert ("wal",) == conn.execute("PRAGMA journal_mode").fetchone()
+
+    async def test_a_write_lock_held_past_busy_timeout_is_reported(self, db_path: Path) -> None:
+        """A lock still held after ``busy_timeout`` is a StoreUnavailable saying so; the file
+        opens once the lock is let go."""
+        with (
+            holding_the_write_lock(db_path),
+            pytest.raises(StoreUnavailable, match="locked") as caught,
+        ):
+            await SqliteEventLog(db_path, busy_timeout=0.1).open()
+        assert str(db_path) in str(caught.value)
+        async with SqliteEventLog(db_path) as log:
+            assert 3 == len(await log.append(batch()))
 
     async def test_reopened_file_keeps_everything(self, db_path: Path, clock) -> None:
         """Events, checkpoints, summaries and leases survive closing and reopening."""
