@@ -62,4 +62,14 @@ class UnknownSchemaVersion(CorruptEvent):
 
 
 class StoreUnavailable(EventLogError):
-    """The store cannot be opened or written: missing, read-only, or out of space."""
+    """The store cannot be opened or written: missing, read-only, or out of space.
+
+    ``transient`` says the store may well answer the same call later without anyone's help:
+    a connection lost, a server restarting or failing over, no answer within the timeout, a
+    file locked by another writer. A missing or read-only store, or a statement the server
+    refuses, is not transient.
+    """
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import math
 import re
+import select
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from typing import Any, TypeAlias
 from urllib.parse import urlsplit, urlunsplit
@@ -42,6 +43,33 @@ class Connection(psycopg.AsyncConnection[Row]):
         if cursor is None or cursor.closed:
             cursor = self._kept = self.cursor()
         return cursor
+
+
+def _said_goodbye(conn: Connection) -> bool:
+    """Whether the server has closed ``conn``, or is closing it, while it sat in the pool: a
+    restart, a failover, an idle timeout or ``pg_terminate_backend``. An idle pooled
+    connection has nothing to read (it never LISTENs), so a readable socket means the
+    server's last words or the end of the stream; telling so costs no round trip."""
+    pgconn = conn.pgconn
+    if pgconn.status != pq.ConnStatus.OK:
+        return True
+    socket = select.poll()  # not select.select: a busy process has descriptors past 1024
+    socket.register(pgconn.socket, select.POLLIN)
+    return bool(socket.poll(0))
+
+
+async def _lend(pool: psycopg_pool.AsyncConnectionPool[Connection]) -> Connection:
+    """A connection of ``pool`` the server has not closed: each one it has is closed and
+    given back (the pool drops it and makes another), so that no statement is sent on a
+    connection known dead. Bounded by the pool: its dead ones run out, and a new one that
+    cannot be made is the pool's timeout."""
+    while True:
+        conn = await pool.getconn()
+        if not _said_goodbye(conn):
+            return conn
+        with anyio.CancelScope(shield=True):  # a connection never given back is the pool's loss
+            await conn.close()
+            await pool.putconn(conn)
 
 
 def _has_rows(cursor: psycopg.AsyncCursor[Row]) -> bool:
@@ -84,12 +112,21 @@ def mask_dsn(dsn: str) -> str:
     return _PASSWORD_PARAM.sub(r"\1***", dsn)
 
 
+#: What a server error is when the server may answer the same call later: the DB-API's
+#: "errors related to the database's operation" (a connection lost, the server shutting down,
+#: a statement cancelled, a serialization failure), no connection within the pool's timeout,
+#: no answer within ours.
+TRANSIENT = (psycopg.OperationalError, psycopg_pool.PoolTimeout, TimeoutError)
+
+
 def unavailable(masked: str, what: str, exc: BaseException) -> StoreUnavailable:
     """The error for a server error ``exc`` met while doing ``what`` with the log at ``masked``."""
     detail = str(exc).strip() or type(exc).__name__
     if isinstance(exc, psycopg_pool.PoolTimeout):
         detail = f"no connection to the server within the timeout ({detail})"
-    return StoreUnavailable(f"event log {masked}: cannot {what}: {detail}")
+    return StoreUnavailable(
+        f"event log {masked}: cannot {what}: {detail}", transient=isinstance(exc, TRANSIENT)
+    )
 
 
 def version_problem(masked: str, found: str) -> str:
@@ -221,7 +258,7 @@ class Database:
         if pool is None or self.closed:
             pool = await self.connect(action)
         try:
-            conn = await pool.getconn()
+            conn = await _lend(pool)
             deadline = anyio.current_time() + self.timeout
             with anyio.CancelScope(deadline=deadline, shield=True) as bounded:
                 try:
@@ -242,7 +279,7 @@ class Database:
             pool = await self.connect(action)
         rows: list[Row] = []
         try:
-            conn = await pool.getconn()
+            conn = await _lend(pool)
             deadline = anyio.current_time() + self.timeout
             with anyio.CancelScope(deadline=deadline, shield=True) as bounded:
                 try:

@@ -10,6 +10,8 @@ from ._errors import StoreUnavailable
 
 #: SQLite's primary result codes that say a file cannot be written (or opened for writing).
 READ_ONLY_CODES = frozenset({sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN})
+#: Those that say another connection held the file: the same call may succeed later.
+BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
 
 
 def code(exc: sqlite3.Error) -> int:
@@ -43,4 +45,5 @@ def unavailable(path: str, what: str, exc: sqlite3.Error) -> StoreUnavailable:
         return StoreUnavailable(
             f"event log {path}: cannot {what}: directory {directory} is read-only ({exc})"
         )
-    return StoreUnavailable(f"event log {path}: cannot {what}: {exc}")
+    busy = code(exc) in BUSY_CODES  # another writer held the file past busy_timeout
+    return StoreUnavailable(f"event log {path}: cannot {what}: {exc}", transient=busy)

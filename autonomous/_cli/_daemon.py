@@ -20,6 +20,11 @@ log, so it survives its own restart:
   cannot run) is reported once, its lease released at once for another worker, and not tried
   here again until its latest checkpoint changes (``autonomous resume SESSION --spec PATH``
   adopts a moved spec);
+- a store that does not answer for a while (a restart, a failover) does not end the daemon:
+  ``store_unavailable`` is reported once, the claims are tried again each poll, and
+  ``store_available`` is reported when they succeed; a run that the store failed for a moment
+  (``StoreUnavailable.transient``) is reported ``failed`` with ``retry_in`` and tried again
+  that many seconds later, the wait doubling with each such failure up to an hour;
 - a session stopped on purpose is never due; a paused one (a pause request came while it
   slept) is reported ``paused`` and left alone until ``autonomous unpause``;
 - a run that returns has its lease released at once, then runs the spec's ``on_exit`` hook
@@ -53,6 +58,7 @@ from eventlog import (
     LeaseLost,
     SessionKey,
     SessionRef,
+    StoreUnavailable,
     UnknownSchemaVersion,
 )
 from eventlog import SessionSummary as Summary
@@ -78,7 +84,17 @@ _HAND_BACK_TIMEOUT = 5.0
 DEFAULT_MAX_CONCURRENT = 4
 #: The daemon's leases last this long (seconds) unless ``--lease-ttl`` says otherwise.
 DEFAULT_LEASE_TTL = 30.0
+#: The longest wait before a session that the store failed for a moment is tried again.
+_RETRY_MOST = 3600.0
 _log = get_logger("autonomous")
+
+
+@attrs.frozen
+class _Retry:
+    """When a session a transient store failure ended is tried again, and the wait before it."""
+
+    at: datetime
+    delay: float
 
 
 @contextlib.asynccontextmanager
@@ -126,6 +142,7 @@ class Daemon:
         self._holding = anyio.Event()  # set when a lease is held: the heartbeat starts
         self._specs = SpecCache()  # each spec file parsed, validated and built once per version
         self._failed: dict[SessionKey, int] = {}  # the checkpoint seq a resume failed on
+        self._retry: dict[SessionKey, _Retry] = {}  # ended by the store failing for a moment
         self._paused: set[SessionKey] = set()  # reported paused, not run until unpaused
         self._paused_looked: datetime | None = None  # when the paused ones were last listed
         self._ran: set[SessionKey] = set()  # with ``once``: what this pass ran already
@@ -133,6 +150,7 @@ class Daemon:
         # The last pass only let claims go: its own notifications must not end the next pause
         # (it would claim the same sessions again at once, and again).
         self._churned = False
+        self._store_down = False  # the last claim pass failed on the store: reported
 
     async def serve(self) -> None:
         """Claim and resume until cancelled; with ``once``, what is due now (in turn when
@@ -143,11 +161,29 @@ class Daemon:
             async with anyio.create_task_group() as runs:
                 while True:
                     self._freed = anyio.Event()  # before starting any: no end goes unseen
-                    more = await self._claim(runs)
+                    more = await self._claim_pass(runs)
                     if self._once and not more:
                         break
                     await self._pause(watch)
             beat.cancel_scope.cancel()
+
+    async def _claim_pass(self, runs: TaskGroup) -> bool:
+        """:meth:`_claim`, through a store that may not answer for a while (a restart, a
+        failover): reported once when it stops answering and once when it answers again,
+        tried again at the next poll. With ``once`` the error ends the pass."""
+        try:
+            more = await self._claim(runs)
+        except StoreUnavailable as exc:
+            if self._once:
+                raise
+            if not self._store_down:
+                self._store_down = True
+                self._report("store_unavailable", error=str(exc), retry_in=self._poll)
+            return True
+        if self._store_down:
+            self._store_down = False
+            self._report("store_available")
+        return more
 
     async def _claim(self, runs: TaskGroup) -> bool:
         """Claim up to the free slots' worth of due sessions and start them; whether more may
@@ -157,12 +193,12 @@ class Daemon:
             return True
         now = self._clock.now()
         ahead = 0.0 if self._once else self._poll
-        skip = len(self._failed) + len(self._ran)  # claimed only to be let go again
+        skip = len(self._failed) + len(self._ran) + len(self._retry)  # claimed to be let go
         claims = await self._claim_due(now + timedelta(seconds=ahead), free + skip)
         started = 0
         for claim in claims:
             key = claim.summary.key
-            if self._failed.get(key) == claim.summary.checkpoint_seq or key in self._ran:
+            if self._left_alone(claim.summary, now):
                 await self._release(key, AdoptedLease(claim.lease))
             elif len(self._held) < self._max:
                 self._start(runs, claim)
@@ -174,6 +210,18 @@ class Daemon:
             await self._report_paused(now, ahead)
             return False
         return True
+
+    def _left_alone(self, summary: Summary, now: datetime) -> bool:
+        """Whether a claimed session is let go at once: its resume failed at this checkpoint,
+        ``once`` ran it already, or the store failed its last run for a moment and its wait
+        is not over."""
+        key = summary.key
+        retry = self._retry.get(key)
+        return (
+            self._failed.get(key) == summary.checkpoint_seq
+            or key in self._ran
+            or (retry is not None and now < retry.at)
+        )
 
     async def _claim_due(self, now: datetime, limit: int) -> list[Claim]:
         """The store's claim, shielded so that its result is known: on a shutdown meanwhile,
@@ -263,6 +311,7 @@ class Daemon:
         key = summary.key
         wake = summary.next_wake_at
         self._report("resuming", session=str(key), due=wake.isoformat() if wake else None)
+        retry: float | None = None
         try:
             try:
                 spec, result = await self._run(summary, adopted)
@@ -270,10 +319,10 @@ class Daemon:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(_HAND_BACK_TIMEOUT):
                     await self._hand_back(summary, adopted)
                 raise
-            except Exception:
+            except Exception as exc:
                 # Marked before the release, whose notification wakes the claims: they must
-                # find the session failed, never start it again.
-                self._failed[key] = summary.checkpoint_seq
+                # find the session failed (or waiting), never start it again at once.
+                retry = self._mark_failed(summary, exc)
                 raise
             finally:
                 await self._release(key, adopted)  # at once: the hook may take a while
@@ -281,9 +330,31 @@ class Daemon:
             raise
         except Exception as exc:  # a bad session must not bring the daemon down
             error = str(exc) if isinstance(exc, CliError) else f"{type(exc).__name__}: {exc}"
-            self._report("failed", session=str(key), error=error)
+            later = {} if retry is None else {"retry_in": retry}
+            self._report("failed", session=str(key), error=error, **later)
         else:
+            self._retry.pop(key, None)
             await self._finished(key, spec, result)
+
+    def _mark_failed(self, summary: Summary, exc: Exception) -> float | None:
+        """Keep a session whose resume failed from starting again at once; the seconds until
+        it is tried again, or None: not here until its checkpoint changes.
+
+        A store that failed for a moment (``StoreUnavailable.transient``: a connection lost,
+        a server restarting) is not the session's fault: it is tried again a poll later, then
+        after twice the wait before, up to an hour (each try may cost a model call the lost
+        write did not record). Any other failure is the session's or its spec's, for an
+        operator to mend.
+        """
+        key = summary.key
+        if isinstance(exc, StoreUnavailable) and exc.transient:
+            last = self._retry.get(key)
+            most = max(_RETRY_MOST, self._poll)
+            delay = self._poll if last is None else min(last.delay * 2, most)
+            self._retry[key] = _Retry(self._clock.now() + timedelta(seconds=delay), delay)
+            return delay
+        self._failed[key] = summary.checkpoint_seq
+        return None
 
     async def _release(self, key: SessionKey, adopted: AdoptedLease) -> None:
         """Stop holding a session: off the heartbeat, its slot free (the claims are woken at

@@ -27,7 +27,7 @@ _log = get_logger("autonomous.daemon")
 Report = Callable[..., None]
 
 #: The level of a report line that is not ``info``.
-_LEVELS = {"failed": "error", "hook_failed": "warning"}
+_LEVELS = {"failed": "error", "hook_failed": "warning", "store_unavailable": "warning"}
 
 
 def timestamp() -> str:

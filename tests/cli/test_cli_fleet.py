@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import secrets
 import signal
 import sys
 import time
@@ -13,12 +14,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from autonomous._cli._common import SPEC_NOTE, CliError, open_log
 from autonomous._cli._exits import Exit
 from eventlog import SqliteEventLog
 
+from ..support.postgres import server_dsn
 from .conftest import Background, cli, session_events, write_spec
 
 DEFERRING = '[scheduler]\nkind = "exit"\n'
@@ -200,6 +203,39 @@ class TestOnPostgres:
         assert 0 == cli(agent_dir, "inject", "k1", "finish now", env=on_postgres).returncode
         assert 0 == run.finish(timeout=30)
         assert {"k1": "completed"} == statuses(agent_dir, on_postgres)
+
+    def test_a_daemon_goes_on_after_the_server_drops_its_connections(
+        self, agent_dir: Path, on_postgres: dict[str, str], start: Callable[..., Background]
+    ) -> None:
+        """The server ends every connection of a waiting daemon (a restart, a failover, an
+        idle timeout): the daemon goes on, and a session deferred afterwards is resumed once
+        it is due and completes."""
+        app = f"daemon_{secrets.token_hex(4)}"
+        dsn = f"{on_postgres['AUTONOMOUS_DB']}&application_name={app}"
+        daemon = start(agent_dir, "daemon", "--db", dsn, "--poll", "0.2", "--json")
+        daemon.wait_for('"daemon_started"', stream="stdout", timeout=30)
+        time.sleep(0.5)  # a few polls: the pool's connections made and idle
+        assert drop_connections(app) > 0
+        write_spec(agent_dir, "later", "deferring", extra=DEFERRING)
+        ran = cli(agent_dir, "run", "later.toml", "--session", "r1", "-q", env=on_postgres)
+        assert 10 == ran.returncode, ran.stderr
+        daemon.wait_for('"finished".*"reason": "completed"', stream="stdout", timeout=30)
+        assert None is daemon.proc.poll(), daemon.lines["stderr"]
+        assert {"r1": "completed"} == statuses(agent_dir, on_postgres)
+        daemon.proc.send_signal(signal.SIGTERM)
+        assert 128 + signal.SIGTERM == daemon.finish()
+
+
+def drop_connections(app: str) -> int:
+    """End, from the server's side, every connection named ``app``; how many there were."""
+    with psycopg.connect(server_dsn(), autocommit=True) as conn:
+        ended = conn.execute(
+            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE application_name = %s",
+            (app,),
+        ).fetchone()
+    assert ended is not None
+    return int(ended[0])
 
 
 class TestResumeAdopts:

@@ -46,12 +46,21 @@ DEFERRING = '[scheduler]\nkind = "exit"\n'
 
 class FleetLog(LeaseCountingLog):
     """An in-memory log on the test's clock that counts the lease calls the daemon makes;
-    ``renew_fails`` makes every batched renewal fail (a store that is down for a while)."""
+    ``renew_fails`` makes every batched renewal fail, ``claim_fails`` every claim (a store
+    that is down for a while), ``fenced_fails`` the next few appends of the runs."""
 
     def __init__(self, *, clock: Clock) -> None:
         super().__init__(clock=clock)
         self.batches: list[int] = []  # the size of each renew_leases call
         self.renew_fails = False
+        self.claim_fails = False
+        self.fenced_fails: list[StoreUnavailable] = []  # raised by the next fenced appends
+
+    async def append(self, events: Sequence[Event], *, lease: Lease | None = None) -> list[int]:
+        """Append, unless ``fenced_fails`` has an error for this fenced append (a run's)."""
+        if lease is not None and self.fenced_fails:
+            raise self.fenced_fails.pop(0)
+        return await super().append(events, lease=lease)
 
     async def renew_leases(self, leases: Sequence[Lease], ttl: float) -> list[Lease]:
         """Record the batch, then renew it (or fail, with ``renew_fails``)."""
@@ -69,8 +78,10 @@ class FleetLog(LeaseCountingLog):
         limit: int,
         interrupted: bool = False,
     ) -> list[Claim]:
-        """Count, then claim."""
+        """Count, then claim (or fail, with ``claim_fails``)."""
         self.calls["claim_due"] += 1
+        if self.claim_fails:
+            raise StoreUnavailable("the test's store is down")
         return await super().claim_due(now, holder, ttl, limit=limit, interrupted=interrupted)
 
 
@@ -225,6 +236,39 @@ class TestDaemonClaims:
         assert [str(other.holder)] == [s.holder for s in await fleet.log.sessions()]
 
     @pytest.mark.anyio
+    async def test_a_store_down_for_some_polls_is_reported_once_and_tried_again(
+        self, in_process: Path
+    ) -> None:
+        """The claims fail for three polls (the store restarting): the daemon says so once,
+        goes on polling, says when the store answers again, and runs what is due."""
+        fleet = await deferred_fleet(in_process, ["s1"])
+        fleet.log.claim_fails = True
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(fleet.daemon.serve)
+            for polls in (1, 2, 3):
+                await until(lambda: fleet.log.calls["claim_due"] == polls)  # noqa: B023
+                fleet.clock.advance(10)
+            fleet.log.claim_fails = False
+            await until(lambda: _async_len_at_least(fleet.turns("s1"), 3))
+            tg.cancel_scope.cancel()
+        events = [event for event, _ in fleet.reports]
+        assert (1, 1) == (events.count("store_unavailable"), events.count("store_available"))
+        assert events.index("store_unavailable") < events.index("store_available")
+        assert "the test's store is down" in fleet.events("store_unavailable")[0]["error"]
+        assert events.index("store_available") < events.index("resuming")
+
+    @pytest.mark.anyio
+    async def test_with_once_a_store_down_ends_the_pass(self, in_process: Path) -> None:
+        """``--once`` is one pass: a store that does not answer ends it with the error."""
+        fleet = await deferred_fleet(in_process, ["s2"])
+        fleet.log.claim_fails = True
+        fleet.daemon._once = True
+        with pytest.raises(BaseExceptionGroup) as caught:  # from inside its task groups
+            await fleet.daemon.serve()
+        assert caught.group_contains(StoreUnavailable, match="the test's store is down")
+        assert [] == fleet.events("store_unavailable")
+
+    @pytest.mark.anyio
     async def test_a_shutdown_hands_back_and_releases_at_once(self, in_process: Path) -> None:
         """Cancelled, the daemon hands its running session back as due and lets its lease
         go: another worker may claim it at once, not after the lease's expiry."""
@@ -347,6 +391,47 @@ class TestSpecIdentity:
         assert "newer event schema" in failed["error"], failed["error"]
         assert before == await fleet.log.count(key)
         assert [None] == [s.holder for s in await fleet.log.sessions()]
+
+    @pytest.mark.anyio
+    async def test_a_run_the_store_failed_for_a_moment_is_tried_again_later_and_later(
+        self, in_process: Path
+    ) -> None:
+        """A run fails twice on a store that lost its connection: each failure is reported
+        with when the session is tried again, a poll later, then twice that; then it runs."""
+        fleet = await deferred_fleet(in_process, ["b1"])
+        lost = StoreUnavailable("connection lost", transient=True)
+        fleet.log.fenced_fails = [lost, lost]
+        resumed = lambda: len(fleet.events("resuming"))  # noqa: E731
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(fleet.daemon.serve)
+            await until(lambda: len(fleet.events("failed")) == 1)
+            assert 1 == await standing(resumed)  # not before a poll has passed
+            fleet.clock.advance(10)
+            await until(lambda: len(fleet.events("failed")) == 2)
+            fleet.clock.advance(10)
+            assert 2 == await standing(resumed)  # backing off: 20 s this time
+            fleet.clock.advance(10)
+            await until(lambda: _async_len_at_least(fleet.turns("b1"), 3))
+            tg.cancel_scope.cancel()
+        assert [10, 20] == [f["retry_in"] for f in fleet.events("failed")]
+        assert all("connection lost" in f["error"] for f in fleet.events("failed"))
+
+    @pytest.mark.anyio
+    async def test_a_run_the_store_refused_is_not_tried_again(self, in_process: Path) -> None:
+        """A failure that is not the store's for a moment (one only an operator can mend) is
+        reported once, without a retry, and the session left alone here."""
+        fleet = await deferred_fleet(in_process, ["b2"])
+        fleet.log.fenced_fails = [StoreUnavailable("event log x is read-only")]
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(fleet.daemon.serve)
+            await until(lambda: bool(fleet.events("failed")))
+            for _ in range(3):
+                fleet.clock.advance(10)
+                await standing(lambda: fleet.log.calls["claim_due"])
+            tg.cancel_scope.cancel()
+        ((failed),) = fleet.events("failed")
+        assert ("read-only" in failed["error"], "retry_in" in failed) == (True, False)
+        assert 1 == len(fleet.events("resuming"))
 
     @pytest.mark.anyio
     async def test_a_refused_session_is_not_claimed_again_at_each_notification(

@@ -3,6 +3,7 @@ SKIP LOCKED, the schema's version, the server's errors, and notifications throug
 
 from __future__ import annotations
 
+import secrets
 import socket
 import subprocess
 import sys
@@ -353,7 +354,30 @@ class TestServerErrors:
         with pytest.raises(StoreUnavailable) as caught:
             await log.sessions()
         assert "s3cret" not in str(caught.value)
+        assert caught.value.transient  # a server that may come up
         await log.aclose()
+
+    async def test_connections_the_server_ended_while_idle_are_not_lent(
+        self, pg_dsn: str, clock: FakeClock
+    ) -> None:
+        """The server ends every pooled connection while they sit idle (a restart, a failover,
+        an idle timeout): the next calls are served on new connections, none fails."""
+        app = f"idle_{secrets.token_hex(4)}"
+        async with PostgresEventLog(f"{pg_dsn}&application_name={app}", clock=clock) as log:
+            async with anyio.create_task_group() as tg:  # several connections in the pool
+                for n in range(3):
+                    tg.start_soon(log.append, [user(A, f"m{n}")])
+            async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as admin:
+                cur = await admin.execute(
+                    "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))"
+                    " FROM pg_stat_activity WHERE application_name = %s",
+                    (app,),
+                )
+                assert (await cur.fetchone()) not in (None, (0,))
+            await anyio.sleep(0.1)  # the server's goodbyes reach the client's sockets
+            for n in range(3, 6):
+                await log.append([user(A, f"m{n}")])
+            assert 6 == len(await log.read(A))
 
     @pytest.mark.parametrize(
         ("dsn", "shown"),

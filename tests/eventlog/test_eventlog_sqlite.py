@@ -202,6 +202,7 @@ class TestFile:
         ):
             await SqliteEventLog(db_path, busy_timeout=0.1).open()
         assert str(db_path) in str(caught.value)
+        assert caught.value.transient  # another writer's: it may well open later
         async with SqliteEventLog(db_path) as log:
             assert 3 == len(await log.append(batch()))
 
@@ -637,6 +638,7 @@ class TestUnavailable:
         assert str(db_path) in str(caught.value)
         assert str(A) in str(caught.value)
         assert "read-only" in str(caught.value)
+        assert not caught.value.transient  # someone must make it writable
         async with SqliteEventLog(db_path) as log:
             assert stored == await log.read(A)
 
