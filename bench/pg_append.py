@@ -19,7 +19,16 @@ a turn's end), fenced by a held lease, against the floor's one-row INSERT, in al
 rounds; "x floor" is again the median of per-round ratios. Its CPU columns split an append's
 cost: this process's CPU time ("client") and that of the server processes serving the
 contender's connections ("server", read from /proc: only for a server on this host), each
-per append over all rounds, and as a multiple of the floor's.
+per append over all rounds, and as a multiple of the floor's. Its line "statement alone" is
+the log's own append statement for that batch with none of the log around it: sent on a
+connection of its own, prepared, its parameters built beforehand.
+
+A third table puts the two together, at the larger T: the least a model call could cost in
+this design, the loop with no store (``run_autonomous`` on no log, timed with the others in
+the first table) plus the statement alone, against the floor's step. It leaves out the run's
+events, its lease and last batch, and the log's layers (the pool, the timeout's scope, the
+checks, the parameters), so the library cannot do better than it without a cheaper loop, a
+cheaper statement or appends that do not wait.
 
 Everything happens in a fresh schema of the server's database, dropped at the end.
 
@@ -65,6 +74,8 @@ from eventlog import (
     ToolCallRecord,
     ToolResult,
 )
+from eventlog import _postgres_batch as pg_batch  # the bare statement's parameters
+from eventlog import _postgres_sql as pg_sql
 
 #: The server the figures are taken on unless ``--dsn`` (or AUTONOMOUS_BENCH_PG) says another.
 DEFAULT_DSN = "postgresql://127.0.0.1:5432/test"
@@ -74,6 +85,8 @@ TS = (50, 500)
 FLOOR_TABLE = "bench_steps"
 #: The application_name of the floor's connection and of the log's pool.
 FLOOR_APP, LOG_APP = "bench-floor", "bench-log"
+#: The application_name of the connection that sends the log's append statement bare.
+BARE_APP = "bench-bare"
 FLOOR_PAYLOAD = json.dumps({"text": "", "turn": 3, "tool_calls": [["c1", "tick", '{"n": 3}']]})
 
 
@@ -161,8 +174,9 @@ async def bare_pg_loop(steps: list[Any], conn: psycopg.AsyncConnection[Any]) -> 
 async def per_call(
     calls: int, repeats: int, floor: psycopg.AsyncConnection[Any], log: PostgresEventLog, tag: str
 ) -> dict[str, float]:
-    """Microseconds per model call of the floor and of the library at one T, their per-round
-    ratio, and the library's commits per model call."""
+    """Microseconds per model call of the floor, of the library and of the library with no
+    store (its loop alone) at one T, the library's per-round ratio to the floor, and its
+    commits per model call."""
     steps = script(calls)
     counter = CountingLog(log)  # type: ignore[arg-type]
     n = 0
@@ -172,7 +186,13 @@ async def per_call(
         n += 1
         await library_run(steps, counter, f"{tag}-{calls}-{n}")  # type: ignore[arg-type]
 
-    times = await timed({"floor": lambda: bare_pg_loop(steps, floor), "postgres": one}, repeats)
+    async def no_store() -> None:
+        await library_run(steps, None, "")
+
+    times = await timed(
+        {"floor": lambda: bare_pg_loop(steps, floor), "postgres": one, "no store": no_store},
+        repeats,
+    )
     out = {name: statistics.median(t) / calls * 1e6 for name, t in times.items()}
     out["x_floor"] = paired(times, "postgres", "floor")
     counter.commits = 0
@@ -258,6 +278,34 @@ async def fenced_contender(log: EventLog, key: SessionKey, *, checkpoint: bool) 
     return run
 
 
+async def bare_contender(
+    conn: psycopg.AsyncConnection[Any], log: EventLog, key: SessionKey
+) -> Contender:
+    """``n`` fenced appends of loop batches as the log's statement alone: on ``conn``, a
+    connection of its own, prepared, its parameters built beforehand; none of the log's
+    layers (the pool, the timeout's scope, the checks, building the parameters)."""
+    lease = await log.acquire_lease(key, LeaseHolder.this_process(), 3600)
+    cursor = conn.cursor()
+    await cursor.execute(pg_sql.SELECT_SID, pg_sql.key_params(key))
+    row = await cursor.fetchone()
+    assert row is not None  # the lease added the session
+    sids, fence = {key: row[0]}, (lease.holder.token, lease.epoch)
+    statements = [
+        pg_batch.append_params(loop_batch(key, n, checkpoint=False), sids, channel="", fence=fence)
+        for n in range(1000)
+    ]
+    assert all(query is not pg_sql.APPEND for query, _ in statements)  # a model call's batch
+    pool = itertools.cycle(statements)
+
+    async def run(n: int) -> None:
+        for _ in range(n):
+            query, params = next(pool)
+            await cursor.execute(query, params, prepare=True)
+            assert len(await cursor.fetchall()) == 2  # fenced by a lease still held
+
+    return run
+
+
 async def race(
     contenders: dict[str, tuple[Contender, str]],
     probe: psycopg.AsyncConnection[Any],
@@ -294,26 +342,36 @@ async def race(
 
 
 async def per_append(
-    rounds: int, per_round: int, floor: psycopg.AsyncConnection[Any], log: PostgresEventLog
+    rounds: int,
+    per_round: int,
+    floor: psycopg.AsyncConnection[Any],
+    log: PostgresEventLog,
+    bare_dsn: str,
 ) -> dict[str, Appended]:
     """Each contender's line of the per-append table."""
     level = await setting(floor, "synchronous_commit")
-    contenders = {
-        "psycopg floor (1 row)": (floor_contender(floor), FLOOR_APP),
-        "postgres, 2 events": (
-            await fenced_contender(
-                log, SessionKey("bench", "append", f"two-{level}"), checkpoint=False
+    bare = await psycopg.AsyncConnection.connect(bare_dsn, autocommit=True)
+    try:
+        bare_key = SessionKey("bench", "append", f"bare-{level}")
+        contenders = {
+            "psycopg floor (1 row)": (floor_contender(floor), FLOOR_APP),
+            "statement alone, 2": (await bare_contender(bare, log, bare_key), BARE_APP),
+            "postgres, 2 events": (
+                await fenced_contender(
+                    log, SessionKey("bench", "append", f"two-{level}"), checkpoint=False
+                ),
+                LOG_APP,
             ),
-            LOG_APP,
-        ),
-        "postgres, 3 events": (
-            await fenced_contender(
-                log, SessionKey("bench", "append", f"three-{level}"), checkpoint=True
+            "postgres, 3 events": (
+                await fenced_contender(
+                    log, SessionKey("bench", "append", f"three-{level}"), checkpoint=True
+                ),
+                LOG_APP,
             ),
-            LOG_APP,
-        ),
-    }
-    samples = await race(contenders, floor, per_round, rounds)
+        }
+        samples = await race(contenders, floor, per_round, rounds)
+    finally:
+        await bare.close()
     base = samples["psycopg floor (1 row)"].micros
     appends = rounds * per_round
     return {
@@ -341,7 +399,8 @@ async def bench_level(dsn: str, schema: str, level: str, repeats: int, rounds: i
         assert seen == level, f"the DSN asked for synchronous_commit={level}, the server has {seen}"
         async with PostgresEventLog(level_dsn(dsn, schema, level, LOG_APP)) as log:
             calls = {t: await per_call(t, repeats, floor, log, level) for t in TS}
-            appends = await per_append(rounds, 200, floor, log)
+            bare_dsn = level_dsn(dsn, schema, level, BARE_APP)
+            appends = await per_append(rounds, 200, floor, log, bare_dsn)
     finally:
         await floor.close()
     return calls, appends
@@ -378,6 +437,30 @@ def report(results: dict[str, Results], repeats: int, rounds: int) -> None:
                 f"{level:>5} {name:<24}{line.micros:>10.1f}{line.micros / events:>10.2f}"
                 f"{line.ratio:>9.2f}{client}{server}"
             )
+    report_bound(results)
+
+
+def report_bound(results: dict[str, Results]) -> None:
+    """The least a model call could cost on this server in this design: the loop with no
+    store plus the fenced statement alone, against the floor's step, at the larger T."""
+    t = max(TS)
+    print(
+        f"\nat best, T={t}, us per model call: the loop with no store, plus the statement"
+        " alone (no pool, no scope, no checks, its parameters ready), against the floor's step;"
+        " this leaves out the run's events, its lease, its last batch and the log's layers"
+    )
+    print(
+        f"{'sync':>5}{'loop':>8}{'statement':>11}{'sum':>8}{'floor':>8}{'x floor':>9}"
+        f"{'postgres':>10}{'x floor':>9}"
+    )
+    for level, (calls, appends) in results.items():
+        line = calls[t]
+        loop, statement = line["no store"], appends["statement alone, 2"].micros
+        least = loop + statement
+        print(
+            f"{level:>5}{loop:>8.1f}{statement:>11.1f}{least:>8.1f}{line['floor']:>8.1f}"
+            f"{least / line['floor']:>9.2f}{line['postgres']:>10.1f}{line['x_floor']:>9.2f}"
+        )
 
 
 async def main(dsn: str, quick: bool, command: str) -> None:
