@@ -43,6 +43,7 @@ from ._errors import (
 from ._events import (
     SCHEMA_VERSION,
     AssistantMessage,
+    Budgets,
     Checkpoint,
     Control,
     Event,
@@ -107,6 +108,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "SCHEMA_VERSION",
     "AssistantMessage",
+    "Budgets",
     "Checkpoint",
     "Claim",
     "Clock",

@@ -29,6 +29,7 @@ class EventKind(enum.StrEnum):
     PERMISSION = "permission"
     NOTE = "note"
     HISTORY_SUMMARY = "history_summary"
+    BUDGETS = "budgets"
 
 
 @attrs.frozen
@@ -143,12 +144,33 @@ class Schedule:
 
 
 @attrs.frozen
+class Budgets:
+    """The hard limits a session runs under (0 = no cap): its turns, input and output tokens,
+    dollars, and the wall-clock seconds of each run.
+
+    A session's budgets are its own: a run records them when it starts the session (an event of
+    this kind, and every checkpoint after it carries them), and a change (a resume given other
+    budgets, an operator raising one) is an event of this kind too, whose author says who made
+    it. Every later run goes on under the budgets recorded last.
+    """
+
+    max_turns: int = 0
+    max_input_tokens: int = 0
+    max_output_tokens: int = 0
+    max_cost_usd: float = 0.0
+    max_wallclock: float = 0.0
+
+
+@attrs.frozen
 class Checkpoint:
     """The run's state after a turn or at an exit: totals, the next prompt, and the wake time.
 
     ``stop_reason`` is ``None`` while the run goes on; a run that ended writes the reason.
-    ``turn_failed`` marks the checkpoint of a failed attempt: the conversation events since the
-    previous checkpoint are not part of the history a resume loads. ``failed_attempts`` counts
+    ``turn_failed`` marks the checkpoint of a failed attempt; its conversation events stay part
+    of the history (logs written before this release cut them, and a resume reads them as well
+    formed history all the same), and ``turn_open`` says that the turn goes on after it: a retry
+    continues it from what the failed attempt left. ``error`` is the failure behind the turn
+    (``Type: message``, bounded, secrets masked; "" when none). ``failed_attempts`` counts
     consecutive failures of the current turn (the retry policy's ``attempt``). ``goal`` is the
     run's first prompt (kept in every window of history). ``inbox_from_seq`` is the seq of the
     oldest inbox message not yet delivered (0: none), so a resume reads the inbox from there.
@@ -162,6 +184,8 @@ class Checkpoint:
     digest there), so a worker can tell whether it would run the same agent ("" when unsaid);
     the schema version is the event's own ``v``. ``cached_input_tokens``: the part of
     ``input_tokens`` read from the provider's prompt cache (0 in checkpoints written before it).
+    ``budgets`` are the session's budgets when it was written (None in checkpoints written
+    before budgets were recorded).
     """
 
     turns: int
@@ -186,6 +210,9 @@ class Checkpoint:
     unpriced: bool = False
     agent_version: str = ""
     cached_input_tokens: int = 0
+    budgets: Budgets | None = None
+    error: str = ""
+    turn_open: bool = False
 
 
 @attrs.frozen
@@ -240,6 +267,7 @@ Payload: TypeAlias = (
     | PermissionDecision
     | Note
     | HistorySummary
+    | Budgets
 )
 
 PAYLOAD_TYPES: dict[EventKind, type[Any]] = {
@@ -254,6 +282,7 @@ PAYLOAD_TYPES: dict[EventKind, type[Any]] = {
     EventKind.PERMISSION: PermissionDecision,
     EventKind.NOTE: Note,
     EventKind.HISTORY_SUMMARY: HistorySummary,
+    EventKind.BUDGETS: Budgets,
 }
 KIND_OF: dict[type[Any], EventKind] = {cls: kind for kind, cls in PAYLOAD_TYPES.items()}
 
