@@ -168,24 +168,24 @@ class Checkpoint:
     ``stop_reason`` is ``None`` while the run goes on; a run that ended writes the reason.
     ``turn_failed`` marks the checkpoint of a failed attempt; its conversation events stay part
     of the history (logs written before this release cut them, and a resume reads them as well
-    formed history all the same), and ``turn_open`` says that the turn goes on after it: a retry
-    continues it from what the failed attempt left. ``error`` is the failure behind the turn
-    (``Type: message``, bounded, secrets masked; "" when none). ``failed_attempts`` counts
-    consecutive failures of the current turn (the retry policy's ``attempt``). ``goal`` is the
-    run's first prompt (kept in every window of history). ``inbox_from_seq`` is the seq of the
-    oldest inbox message not yet delivered (0: none), so a resume reads the inbox from there.
-    ``paused``: the run was parked by a pause when it wrote this. ``stopped``: the run was
-    stopped on purpose by a stop request (a resume needs force). ``unseen_from`` is the first log
-    seq whose inbox and control events the run had not read when it wrote this (0: not known):
-    a resume obeys what came from there on, even before the checkpoint. ``unpriced``: the run
-    had no prices for its model (no ``pricing``, not in litellm's table), so ``cost_usd``
-    counts nothing; ``autonomous ls`` says so rather than show $0. ``agent_version`` is what
-    defined the agent that wrote it (the run option of that name: the CLI puts its spec file's
-    digest there), so a worker can tell whether it would run the same agent ("" when unsaid);
-    the schema version is the event's own ``v``. ``cached_input_tokens``: the part of
-    ``input_tokens`` read from the provider's prompt cache (0 in checkpoints written before it).
-    ``budgets`` are the session's budgets when it was written (None in checkpoints written
-    before budgets were recorded).
+    formed history all the same), and ``open_turn`` names the turn that goes on after it (0:
+    none): a retry continues it from what the failed attempt left. ``error`` is the failure
+    behind the turn (``Type: message``, bounded, secrets masked; "" when none).
+    ``failed_attempts`` counts consecutive failures of the current turn (the retry policy's
+    ``attempt``). ``goal`` is the run's first prompt (kept in every window of history).
+    ``inbox_from_seq`` is the seq of the oldest inbox message not yet delivered (0: none), so a
+    resume reads the inbox from there. ``paused``: the run was parked by a pause when it wrote
+    this. ``stopped``: the run was stopped on purpose by a stop request (a resume needs force).
+    ``unseen_from`` is the first log seq whose inbox and control events the run had not read
+    when it wrote this (0: not known): a resume obeys what came from there on, even before the
+    checkpoint. ``unpriced``: the run had no prices for its model (no ``pricing``, not in
+    litellm's table), so ``cost_usd`` counts nothing; ``autonomous ls`` says so rather than show
+    $0. ``agent_version`` is what defined the agent that wrote it (the run option of that name:
+    the CLI puts its spec file's digest there), so a worker can tell whether it would run the
+    same agent ("" when unsaid); the schema version is the event's own ``v``.
+    ``cached_input_tokens``: the part of ``input_tokens`` read from the provider's prompt cache
+    (0 in checkpoints written before it). ``budgets`` are the session's budgets when it was
+    written (None in checkpoints written before budgets were recorded).
     """
 
     turns: int
@@ -212,7 +212,7 @@ class Checkpoint:
     cached_input_tokens: int = 0
     budgets: Budgets | None = None
     error: str = ""
-    turn_open: bool = False
+    open_turn: int = 0
 
 
 @attrs.frozen
