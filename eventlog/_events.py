@@ -217,7 +217,9 @@ class Checkpoint:
 
 @attrs.frozen
 class PermissionDecision:
-    """The permission gate's answer to one tool call."""
+    """The permission gate's answer to one tool call: ``tool`` is the name it was called by,
+    ``aliases`` the other names the gate's rules were tried on (an MCP tool's name on its
+    server, ``{server}__{tool}``)."""
 
     tool: str
     allowed: bool
@@ -225,6 +227,7 @@ class PermissionDecision:
     turn: int
     caller: Originator | None = None
     mode: str = ""
+    aliases: tuple[str, ...] = ()
 
 
 @attrs.frozen
