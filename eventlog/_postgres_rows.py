@@ -59,7 +59,8 @@ def holder_params(holder: LeaseHolder) -> dict[str, Any]:
 def claim_from_row(
     row: Sequence[Any], holder: LeaseHolder, expires_at: datetime
 ) -> tuple[SessionSummary, int, int]:
-    """A :data:`CLAIM_DUE` row as (the claimed summary, the new epoch, the log's newest seq)."""
-    *columns, epoch, log_seq, _ = row
+    """A :data:`CLAIM_DUE` row as (the claimed summary, the new epoch, the log's newest seq);
+    its notice and its count of notifications are not read."""
+    *columns, epoch, log_seq, _, _ = row
     summary = summary_from_row([*columns, None, None, None])
     return attrs.evolve(summary, holder=str(holder)), epoch, log_seq

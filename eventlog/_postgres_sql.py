@@ -15,15 +15,23 @@ from ._postgres_rows import (
     lost_detail,
     summary_from_row,
 )
-from ._postgres_text import escape, key_of, key_of_notice, key_params, notice, unescape
+from ._postgres_text import (
+    NOTICE_OF_ROW,
+    escape,
+    is_notice,
+    key_of,
+    key_params,
+    notice,
+    unescape,
+)
 
 __all__ = [
     "claim_from_row",
     "escape",
     "event_from_row",
     "holder_params",
+    "is_notice",
     "key_of",
-    "key_of_notice",
     "key_params",
     "lease_of_row",
     "lost_detail",
@@ -413,10 +421,9 @@ WITH picked AS (
         epoch = s.epoch + 1
     FROM picked AS p
     WHERE s.sid = p.sid
-    RETURNING {_SUMMARY}, s.epoch, {_LOG_SEQ} AS log_seq
+    RETURNING {_SUMMARY}, s.epoch, {_LOG_SEQ} AS log_seq, {NOTICE_OF_ROW} AS notice
 ), notified AS (
-    SELECT pg_notify(%(channel)s, json_build_array(app, "user", session_id)::text)
-    FROM claimed
+    SELECT pg_notify(%(channel)s, notice) FROM claimed
 )
 SELECT c.*, (SELECT count(*) FROM notified) FROM claimed AS c
 """
