@@ -34,6 +34,7 @@ from ._codec import decode_payload, encode_payload, event_from_dict, event_to_di
 from ._errors import (
     CorruptEvent,
     EventLogError,
+    InvalidSessionKey,
     LeaseLost,
     SessionFinished,
     SessionLocked,
@@ -41,6 +42,7 @@ from ._errors import (
     UnknownSchemaVersion,
 )
 from ._events import (
+    MAX_KEY_LENGTH,
     SCHEMA_VERSION,
     AssistantMessage,
     Budgets,
@@ -106,6 +108,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "MAX_KEY_LENGTH",
     "SCHEMA_VERSION",
     "AssistantMessage",
     "Budgets",
@@ -121,6 +124,7 @@ __all__ = [
     "HistorySummary",
     "InboxDelivered",
     "InboxQueued",
+    "InvalidSessionKey",
     "Lease",
     "LeaseHolder",
     "LeaseLost",

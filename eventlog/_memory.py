@@ -15,9 +15,10 @@ from typing import Self
 import attrs
 
 from ._errors import LeaseLost, SessionLocked, StoreUnavailable
-from ._events import Event, EventKind, SessionKey, utcnow
+from ._events import Event, EventKind, SessionKey, check_key, utcnow
 from ._rules import (
     as_utc,
+    check_batch_keys,
     check_claim_limit,
     check_fenced_batch,
     check_limit,
@@ -130,6 +131,7 @@ class MemoryEventLog:
         """
         if self._closed:
             self._check_open()
+        check_batch_keys(events)
         if lease is not None:
             check_fenced_batch(events, lease)
             self._check_fence(lease)
@@ -272,6 +274,7 @@ class MemoryEventLog:
         A holder that did not hold it already gets the next epoch.
         """
         self._check_open()
+        check_key(key)
         now = as_utc(self._clock())
         expires_at = lease_expiry(now, ttl)
         current = self._leases.get(key)

@@ -18,11 +18,12 @@ from . import _postgres_conn as pgconn
 from . import _postgres_sql as sql
 from . import _prune as pruning
 from ._errors import LeaseLost, SessionLocked
-from ._events import Event, EventKind, SessionKey, utcnow
+from ._events import Event, EventKind, SessionKey, check_key, utcnow
 from ._postgres_listen import Listener, Watch
 from ._postgres_prune import PostgresPruning
 from ._rules import (
     as_utc,
+    check_batch_keys,
     check_fenced_batch,
     check_limit,
     checkpoint_of,
@@ -151,6 +152,7 @@ class PostgresEventLog:
     async def _append(
         self, events: Sequence[Event], lease: Lease | None, *, release: bool
     ) -> list[int]:
+        check_batch_keys(events)
         for event in events:
             if event.kind == EventKind.CHECKPOINT:
                 checkpoint_of(event)  # fails before any session is added
@@ -182,6 +184,7 @@ class PostgresEventLog:
         free lease is taken in one statement; a held one is decided with its row locked, so
         that two askers never both get it.
         """
+        check_key(key)
         now = as_utc(self._clock())
         expires_at = lease_expiry(now, ttl)
         action = f"lease session {key}"

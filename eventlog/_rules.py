@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import attrs
 
-from ._events import Checkpoint, Control, Event
+from ._events import Checkpoint, Control, Event, SessionKey, check_key
 from ._process import PROC, kill_probe, process_stat
 from ._store import Lease, LeaseHolder, SessionSummary
 
@@ -204,6 +204,15 @@ def prunable(summary: SessionSummary, newest: datetime, before: datetime) -> boo
     """
     cut = as_utc(before)
     return is_finished(summary) and summary.updated_at < cut and as_utc(newest) < cut
+
+
+def check_batch_keys(events: Sequence[Event]) -> None:
+    """Refuse a batch holding an event of a key no store takes (see :func:`check_key`)."""
+    key: SessionKey | None = None
+    for event in events:
+        if event.key is not key:  # a batch is mostly one session: its key checked once
+            key = event.key
+            check_key(key)
 
 
 def check_fenced_batch(events: Sequence[Event], lease: Lease) -> None:

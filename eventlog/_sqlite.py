@@ -20,9 +20,10 @@ from . import _sqlite_errors as errors
 from . import _sqlite_tx as tx
 from . import _worker as worker
 from ._errors import StoreUnavailable
-from ._events import Event, EventKind, SessionKey, utcnow
+from ._events import Event, EventKind, SessionKey, check_key, utcnow
 from ._rules import (
     as_utc,
+    check_batch_keys,
     check_claim_limit,
     check_fenced_batch,
     check_limit,
@@ -186,6 +187,7 @@ class SqliteEventLog:
     async def _append(
         self, events: Sequence[Event], lease: Lease | None, *, release: bool
     ) -> list[int]:
+        check_batch_keys(events)
         rows, updates = tx.encode(events, self._sids)
         insert = functools.partial(tx.insert, rows=rows, updates=updates)
         if lease is not None:
@@ -204,6 +206,7 @@ class SqliteEventLog:
         process of this host that is gone (a zombie or a reused pid included). A live holder
         is never displaced. A holder that did not hold it already gets the next epoch.
         """
+        check_key(key)
         now = as_utc(self._clock())
         expires_at = lease_expiry(now, ttl)
 

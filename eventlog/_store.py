@@ -11,7 +11,7 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
-from ._events import Event, EventKind, SessionKey
+from ._events import Event, EventKind, SessionKey, check_key
 from ._process import process_start
 
 #: A source of the current UTC time; stores take one so tests can drive lease expiry.
@@ -145,7 +145,15 @@ class PruneResult:
 class EventLog(Protocol):
     """An append-only event store with checkpoints, due-session lookup and session leases.
 
-    Implementations: :class:`eventlog.MemoryEventLog` and :class:`eventlog.SqliteEventLog`.
+    Implementations: :class:`eventlog.MemoryEventLog`, :class:`eventlog.SqliteEventLog` and
+    :class:`eventlog.PostgresEventLog`.
+
+    Keys: each part of a session key (``app``, ``user``, ``session_id``) is any text of at
+    most :data:`~eventlog.MAX_KEY_LENGTH` (200) characters, and every such key works on every
+    store. :meth:`append` (every event's key) and :meth:`acquire_lease`, where a key first
+    reaches a store, refuse a longer part, or text no store can hold (a lone surrogate), with
+    :class:`~eventlog.InvalidSessionKey` before anything is written. Reads do not check the
+    key: a log written before the limit may hold longer ones.
 
     A store may also have ``append_and_release(events, lease)``: :meth:`append` fenced by
     ``lease`` and :meth:`release_lease` in one atomic step (a lost lease: :class:`LeaseLost`,
@@ -283,12 +291,20 @@ class EventLog(Protocol):
 
 @attrs.frozen
 class SessionRef:
-    """A session inside a log: what ``Agent(session=...)`` and ``resume_autonomous`` take."""
+    """A session inside a log: what ``Agent(session=...)`` and ``resume_autonomous`` take.
+
+    Its key is checked when it is made: a part longer than
+    :data:`~eventlog.MAX_KEY_LENGTH` characters (or not text a store can hold) raises
+    :class:`~eventlog.InvalidSessionKey`, so that a run fails before its first model call.
+    """
 
     log: EventLog
     app: str
     user: str
     session_id: str
+
+    def __attrs_post_init__(self) -> None:
+        check_key(self.key)
 
     @property
     def key(self) -> SessionKey:

@@ -19,6 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from eventlog import (
+    MAX_KEY_LENGTH,
     Checkpoint,
     Control,
     Event,
@@ -525,9 +526,10 @@ class TestWatch:
                     await other.append([Event.create(B, Control("wake"))])
 
 
-#: A session whose key, as JSON, is longer than the 8,000 bytes a notification may carry:
-#: "é" is six bytes escaped ("\\u00e9").
-LONG = SessionKey("app", "ops", "é" * 1500)
+#: A session whose key is as long as keys may be, of characters that take room: 4,912 bytes
+#: as JSON, where a notification carries fewer than 8,000 (a longer key, which the limit now
+#: refuses, failed its session's writes when notifications carried the key).
+LONG = SessionKey("é" * MAX_KEY_LENGTH, "😀" * MAX_KEY_LENGTH, "\x00é" * (MAX_KEY_LENGTH // 2))
 
 
 class TestNotificationPayload:
