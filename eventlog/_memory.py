@@ -31,6 +31,7 @@ from ._rules import (
     may_take_lease,
     process_alive,
     prunable,
+    summary_before_checkpoint,
     summary_of,
     with_marks,
 )
@@ -152,7 +153,7 @@ class MemoryEventLog:
             if event.kind == EventKind.CHECKPOINT:
                 self._checkpoints[key] = (seq, event)
                 self._marks.pop(key, None)
-            elif event.kind == EventKind.CONTROL and key in self._checkpoints:
+            elif event.kind == EventKind.CONTROL:
                 self._mark(key, event)
         return list(range(first, self._seq + 1))
 
@@ -206,10 +207,13 @@ class MemoryEventLog:
         return None if stored is None else _with_seq(stored)
 
     async def sessions(self) -> list[SessionSummary]:
-        """Every session that has written a checkpoint, newest first, with its live holder."""
+        """Every session that has an event, with its live holder; newest first, by its latest
+        checkpoint's seq, else its newest event's."""
         self._check_open()
-        newest = sorted(self._current_summaries(), key=lambda s: s.checkpoint_seq, reverse=True)
-        return [self._with_holder(summary) for summary in newest]
+        listed = [(summary.checkpoint_seq, summary) for summary in self._current_summaries()]
+        listed += self._without_checkpoint()
+        listed.sort(key=_seq_of, reverse=True)
+        return [self._with_holder(summary) for _, summary in listed]
 
     async def due_sessions(self, now: datetime) -> list[SessionSummary]:
         """Sessions whose latest checkpoint is ``deferred`` with ``next_wake_at <= now``.
@@ -261,6 +265,18 @@ class MemoryEventLog:
             marks = self._marks.get(key)
             current.append(summary if marks is None else with_marks(summary, *marks))
         return current
+
+    def _without_checkpoint(self) -> list[tuple[int, SessionSummary]]:
+        """The sessions with events but no checkpoint, each as its newest event leaves it (and
+        the control requests so far mark it), with that event's seq."""
+        found: list[tuple[int, SessionSummary]] = []
+        for key, bucket in self._events.items():
+            if bucket and key not in self._checkpoints:
+                seq, newest = bucket[-1]
+                summary = summary_before_checkpoint(key, newest.at)
+                marks = self._marks.get(key)
+                found.append((seq, summary if marks is None else with_marks(summary, *marks)))
+        return found
 
     def _with_holder(self, summary: SessionSummary) -> SessionSummary:
         lease = self._leases.get(summary.key)

@@ -250,14 +250,11 @@ WITH locked AS (
         input_tokens = CASE WHEN c.ck_seq IS NULL THEN s.input_tokens ELSE c.input_tokens END,
         cached_input_tokens = CASE
             WHEN c.ck_seq IS NULL THEN s.cached_input_tokens ELSE c.cached_input_tokens END,
+        -- a control request marks the summary, whether or not the session has a checkpoint
         paused = CASE
-            WHEN c.ck_seq IS NOT NULL THEN c.paused
-            WHEN s.checkpoint_seq IS NOT NULL THEN coalesce(c.paused, s.paused)
-            ELSE s.paused END,
+            WHEN c.ck_seq IS NOT NULL THEN c.paused ELSE coalesce(c.paused, s.paused) END,
         stopped = CASE
-            WHEN c.ck_seq IS NOT NULL THEN c.stopped
-            WHEN s.checkpoint_seq IS NOT NULL THEN s.stopped OR c.stopped
-            ELSE s.stopped END,
+            WHEN c.ck_seq IS NOT NULL THEN c.stopped ELSE s.stopped OR c.stopped END,
         holder_host = CASE WHEN c.release THEN NULL ELSE s.holder_host END,
         holder_pid = CASE WHEN c.release THEN NULL ELSE s.holder_pid END,
         holder_token = CASE WHEN c.release THEN NULL ELSE s.holder_token END,
@@ -372,10 +369,24 @@ s.holder_pid, s.holder_token
 """
 #: How many columns a summary row has before its holder's (host, pid, token).
 SUMMARY_WIDTH = 14
-SELECT_SESSIONS = f"""
-SELECT {_SUMMARY_COLUMNS} FROM eventlog_sessions AS s
-WHERE s.checkpoint_seq IS NOT NULL
-ORDER BY s.checkpoint_seq DESC
+#: Every session that has an event, as summary rows: a session without a checkpoint (no turns,
+#: no cost, checkpoint seq 0) at the time of its newest event (one descent of the events'
+#: primary key). A session row with no event (a lease alone) is left out. Newest first: by the
+#: latest checkpoint's seq, else the newest event's.
+SELECT_SESSIONS = """
+SELECT s.app, s."user", s.session_id, coalesce(s.turns, 0), coalesce(s.cost_usd, 0),
+       s.stop_reason, s.next_wake_at, coalesce(s.updated_at, last.at),
+       coalesce(s.checkpoint_seq, 0), s.paused, s.stopped, s.unpriced, s.input_tokens,
+       s.cached_input_tokens, CASE WHEN s.expires_at > %(clock)s THEN s.holder_host END,
+       s.holder_pid, s.holder_token
+FROM eventlog_sessions AS s
+LEFT JOIN LATERAL (
+    SELECT e.seq, e.at FROM eventlog_events AS e
+    WHERE e.sid = s.sid AND s.checkpoint_seq IS NULL
+    ORDER BY e.seq DESC LIMIT 1
+) AS last ON true
+WHERE s.checkpoint_seq IS NOT NULL OR last.seq IS NOT NULL
+ORDER BY coalesce(s.checkpoint_seq, last.seq) DESC
 """
 _DUE = "s.stop_reason = 'deferred' AND NOT s.stopped AND s.next_wake_at <= %(now)s"
 SELECT_DUE = f"""

@@ -120,6 +120,13 @@ def summary_of(event: Event, seq: int | None = None) -> SessionSummary:
     )
 
 
+def summary_before_checkpoint(key: SessionKey, newest_at: datetime) -> SessionSummary:
+    """The summary of a session that has events but no checkpoint yet (an inject before any
+    run, a note, a run that died before its first checkpoint): no turns, no cost, no stop
+    reason, checkpoint seq 0, updated at ``newest_at``, the time of its newest event."""
+    return SessionSummary(key, 0, 0.0, None, None, as_utc(newest_at), 0)
+
+
 def control_marks(payload: object) -> tuple[bool | None, bool]:
     """What a control request appended after a session's latest checkpoint says of its summary:
     ``(paused, stopped)``, ``paused`` None when the request leaves it as it is.

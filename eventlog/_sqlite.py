@@ -346,7 +346,9 @@ class SqliteEventLog:
         return sql.event_from_row(rows[0], key) if rows else None
 
     async def sessions(self) -> list[SessionSummary]:
-        """Every session that has written a checkpoint, newest first, with its live holder."""
+        """Every session that has an event, newest first, with its live holder (the rules
+        are :meth:`eventlog.EventLog.sessions`'s): a scan of the sessions table; the newest
+        event of a session without a checkpoint is one index search."""
         params = (sql.timestamp(self._clock()),)
         rows = await self._fetch("list sessions", sql.SELECT_SESSIONS, params)
         return [sql.summary_from_row(row) for row in rows]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import attrs
@@ -79,7 +79,7 @@ class SqlitePruning:
                 removable -= last_kind != EventKind.NOTE  # the log's newest row stays
             holder, expiry, _ = sql.lease_of_row(lease if lease[2] else None)
             found.append(
-                Candidate(summary, sid, removable, last_seq, _moment(last_at), holder, expiry)
+                Candidate(summary, sid, removable, last_seq, sql.moment(last_at), holder, expiry)
             )
         return found
 
@@ -107,9 +107,3 @@ def _delete_batch(
         return -1
     params = (plan.sid, plan.last_seq, plan.checkpoint_seq, limit)
     return conn.execute(_DELETE_BATCH, params).rowcount
-
-
-def _moment(text: str) -> datetime:
-    """An event row's time (naive text is UTC)."""
-    moment = datetime.fromisoformat(text)
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

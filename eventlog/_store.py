@@ -72,6 +72,10 @@ class Lease:
 class SessionSummary:
     """One session as the latest checkpoint left it (what ``autonomous ls`` shows).
 
+    A session without a checkpoint yet (listed by :meth:`EventLog.sessions` from its first
+    event) has ``checkpoint_seq`` 0, no turns, no cost and no stop reason, and ``updated_at``
+    is the time of its newest event.
+
     ``paused``: the run was parked by a pause, or a pause request came after the latest
     checkpoint (a ``resume`` request clears it). ``stopped``: the session was stopped on
     purpose, by its checkpoint or a stop request after it (never due; resuming needs force).
@@ -202,10 +206,18 @@ class EventLog(Protocol):
         ...
 
     async def sessions(self) -> list[SessionSummary]:
-        """Every session that has written a checkpoint, newest first.
+        """Every session that has an event, newest first: a session exists from its first
+        event (an inject sent before any run, a spec note, a run that died before its first
+        checkpoint), not from its first checkpoint.
 
+        Newest first means by the seq of the session's latest checkpoint, or, for a session
+        without one, the seq of its newest event (a later event of a session with a
+        checkpoint does not move it). A session without a checkpoint is summarised as
+        ``checkpoint_seq`` 0, ``turns`` 0, no cost, no stop reason, no wake time, and
+        ``updated_at`` the time of its newest event. ``holder`` is a live lease's holder.
         ``paused`` and ``stopped`` also count the control requests appended after the latest
-        checkpoint (a stop or pause of a session that is not running shows at once).
+        checkpoint, or since the first event when there is none (a stop or pause of a session
+        that is not running shows at once).
         """
         ...
 

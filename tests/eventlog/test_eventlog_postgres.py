@@ -575,7 +575,8 @@ class TestNotificationPayload:
                 await watch.wait()
             await sentinel(other, last, C)
             assert not quiet.woken
-        assert (LONG, 4) == ((await log.sessions())[0].key, len(await log.read(LONG)))
+        listed = {summary.key for summary in await log.sessions()}
+        assert (True, 4) == (LONG in listed, len(await log.read(LONG)))
 
     async def test_a_payload_of_another_writer_wakes_every_watch(
         self, log: PostgresEventLog, pg_dsn: str
