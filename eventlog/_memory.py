@@ -210,7 +210,11 @@ class MemoryEventLog:
         """Every session that has an event, with its live holder; newest first, by its latest
         checkpoint's seq, else its newest event's."""
         self._check_open()
-        listed = [(summary.checkpoint_seq, summary) for summary in self._current_summaries()]
+        checkpoints = self._checkpoints
+        listed = [
+            (s.checkpoint_seq, attrs.evolve(s, checkpoint=checkpoint_of(checkpoints[s.key][1])))
+            for s in self._current_summaries()
+        ]
         listed += self._without_checkpoint()
         listed.sort(key=_seq_of, reverse=True)
         return [self._with_holder(summary) for _, summary in listed]

@@ -425,7 +425,7 @@ class PostgresEventLog:
         event of a session without a checkpoint is one index search."""
         params = {"clock": as_utc(self._clock())}
         rows = await self._db.all("list sessions", sql.SELECT_SESSIONS, params)
-        return [sql.summary_from_row(row) for row in rows]
+        return [sql.listed_from_row(row) for row in rows]
 
     async def due_sessions(self, now: datetime) -> list[SessionSummary]:
         """Sessions whose latest checkpoint is ``deferred`` with ``next_wake_at <= now``, not

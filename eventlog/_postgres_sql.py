@@ -12,6 +12,7 @@ from ._postgres_rows import (
     event_from_row,
     holder_params,
     lease_of_row,
+    listed_from_row,
     lost_detail,
     summary_from_row,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "key_of",
     "key_params",
     "lease_of_row",
+    "listed_from_row",
     "lost_detail",
     "notice",
     "summary_from_row",
@@ -369,17 +371,19 @@ s.holder_pid, s.holder_token
 """
 #: How many columns a summary row has before its holder's (host, pid, token).
 SUMMARY_WIDTH = 14
-#: Every session that has an event, as summary rows: a session without a checkpoint (no turns,
-#: no cost, checkpoint seq 0) at the time of its newest event (one descent of the events'
-#: primary key). A session row with no event (a lease alone) is left out. Newest first: by the
+#: Every session that has an event, as summary rows, each followed by its latest checkpoint
+#: row's schema version and payload: a session without a checkpoint (no turns, no cost,
+#: checkpoint seq 0) at the time of its newest event (one descent of the events' primary
+#: key). A session row with no event (a lease alone) is left out. Newest first: by the
 #: latest checkpoint's seq, else the newest event's.
 SELECT_SESSIONS = """
 SELECT s.app, s."user", s.session_id, coalesce(s.turns, 0), coalesce(s.cost_usd, 0),
        s.stop_reason, s.next_wake_at, coalesce(s.updated_at, last.at),
        coalesce(s.checkpoint_seq, 0), s.paused, s.stopped, s.unpriced, s.input_tokens,
        s.cached_input_tokens, CASE WHEN s.expires_at > %(clock)s THEN s.holder_host END,
-       s.holder_pid, s.holder_token
+       s.holder_pid, s.holder_token, c.v, c.payload
 FROM eventlog_sessions AS s
+LEFT JOIN eventlog_events AS c ON c.sid = s.sid AND c.seq = s.checkpoint_seq
 LEFT JOIN LATERAL (
     SELECT e.seq, e.at FROM eventlog_events AS e
     WHERE e.sid = s.sid AND s.checkpoint_seq IS NULL

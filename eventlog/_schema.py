@@ -176,7 +176,8 @@ SELECT s.app, s.user, s.session_id, s.turns, s.cost_usd, s.stop_reason, s.next_w
 FROM sessions AS s LEFT JOIN leases AS l
     ON l.app = s.app AND l.user = s.user AND l.session_id = s.session_id AND l.expires_at > ?
 """
-#: Every session that has an event, as summary rows: a session without a checkpoint (no turns,
+#: Every session that has an event, as summary rows, each followed by its latest checkpoint
+#: row's schema version and payload (a rowid lookup): a session without a checkpoint (no turns,
 #: no cost, checkpoint seq 0) at the time of its newest event (one descent of the events'
 #: (sid, seq) index). Newest first: by the latest checkpoint's seq, else the newest event's.
 #: The parameter: the store's clock (a lease expired by then has no holder).
@@ -184,8 +185,9 @@ SELECT_SESSIONS = """
 SELECT s.app, s.user, s.session_id, coalesce(s.turns, 0), coalesce(s.cost_usd, 0.0),
        s.stop_reason, s.next_wake_at, coalesce(s.updated_at, last.at),
        coalesce(s.checkpoint_seq, 0), s.paused, s.stopped, s.unpriced, s.input_tokens,
-       s.cached_input_tokens, l.host, l.pid, l.token
+       s.cached_input_tokens, l.host, l.pid, l.token, c.v, c.payload
 FROM sessions AS s
+LEFT JOIN events AS c ON c.seq = s.checkpoint_seq
 LEFT JOIN events AS last ON last.seq = CASE WHEN s.checkpoint_seq IS NULL
     THEN (SELECT max(e.seq) FROM events AS e WHERE e.sid = s.sid) END
 LEFT JOIN leases AS l
@@ -331,6 +333,8 @@ DECODING = Decoding(text=str, time=moment)
 #: A session summary from a sessions/leases row (see
 #: :func:`~eventlog._summary_rows.summary_from_row`).
 summary_from_row = functools.partial(rows.summary_from_row, decoding=DECODING)
+#: A :data:`SELECT_SESSIONS` row as the summary it lists, with its checkpoint.
+listed_from_row = functools.partial(rows.listed_from_row, decoding=DECODING)
 #: A :data:`SELECT_LEASE` row as (holder, expiry, epoch).
 lease_of_row = functools.partial(rows.lease_of_row, decoding=DECODING)
 #: Why a lease is no longer ours, from the session's :data:`SELECT_LEASE` row.

@@ -351,7 +351,7 @@ class SqliteEventLog:
         event of a session without a checkpoint is one index search."""
         params = (sql.timestamp(self._clock()),)
         rows = await self._fetch("list sessions", sql.SELECT_SESSIONS, params)
-        return [sql.summary_from_row(row) for row in rows]
+        return [sql.listed_from_row(row) for row in rows]
 
     async def due_sessions(self, now: datetime) -> list[SessionSummary]:
         """Sessions whose latest checkpoint is ``deferred`` with ``next_wake_at <= now``.

@@ -11,7 +11,7 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
-from ._events import Event, EventKind, SessionKey, check_key
+from ._events import Checkpoint, Event, EventKind, SessionKey, check_key
 from ._process import process_start
 
 #: A source of the current UTC time; stores take one so tests can drive lease expiry.
@@ -82,6 +82,12 @@ class SessionSummary:
     ``unpriced``: the latest checkpoint's run had no prices for its model (``cost_usd`` is 0).
     ``input_tokens`` and ``cached_input_tokens``: the run's input tokens so far and the part of
     them read from the provider's prompt cache, as that checkpoint counted them.
+
+    ``checkpoint`` is the latest checkpoint itself (output tokens, outcome, done detail, error,
+    budgets), as :meth:`EventLog.sessions` lists it: None for a session without one, and for one
+    whose latest checkpoint cannot be read back (:meth:`EventLog.latest_checkpoint` raises
+    :class:`~eventlog.CorruptEvent` for it; the listing goes on, that session as its summary
+    says). :meth:`EventLog.due_sessions` and :meth:`EventLog.claim_due` leave it None.
     """
 
     key: SessionKey
@@ -97,6 +103,7 @@ class SessionSummary:
     unpriced: bool = False
     input_tokens: int = 0
     cached_input_tokens: int = 0
+    checkpoint: Checkpoint | None = None
 
 
 @attrs.frozen
@@ -217,7 +224,8 @@ class EventLog(Protocol):
         ``updated_at`` the time of its newest event. ``holder`` is a live lease's holder.
         ``paused`` and ``stopped`` also count the control requests appended after the latest
         checkpoint, or since the first event when there is none (a stop or pause of a session
-        that is not running shows at once).
+        that is not running shows at once). ``checkpoint`` is the latest checkpoint's payload
+        (None without one, or when it cannot be read back: the others are listed all the same).
         """
         ...
 

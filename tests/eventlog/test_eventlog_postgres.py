@@ -13,6 +13,7 @@ from typing import Any
 
 import anyio
 import anyio.lowlevel
+import attrs
 import psycopg
 import pytest
 from hypothesis import given
@@ -22,6 +23,7 @@ from eventlog import (
     MAX_KEY_LENGTH,
     Checkpoint,
     Control,
+    CorruptEvent,
     Event,
     EventKind,
     InboxQueued,
@@ -334,6 +336,33 @@ class TestText:
         (hypothesis found one refused)."""
         await log.append([checkpoint(A, stop_reason="x\x00\x10y")])
         assert ["x\x00\x10y"] == [summary.stop_reason for summary in await log.sessions()]
+
+
+class TestListedCheckpoints:
+    """sessions() with a latest checkpoint row it cannot read back."""
+
+    @pytest.mark.parametrize(
+        "tampering",
+        ["payload = '{not json'", "v = 99", """payload = '{"turns": "many"}'"""],
+        ids=["not-json", "newer-schema", "wrong-type"],
+    )
+    async def test_an_unreadable_checkpoint_leaves_the_listing_whole(
+        self, log: PostgresEventLog, pg_dsn: str, tampering: str
+    ) -> None:
+        """That session is listed as its summary row says, without its checkpoint; every
+        other session with its own. Reading the checkpoint itself still fails loudly."""
+        await log.append([user(A), checkpoint(A), user(B), checkpoint(B)])
+        before = await log.sessions()
+        async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
+            await conn.execute(
+                f"UPDATE eventlog_events AS e SET {tampering} FROM eventlog_sessions AS s"
+                " WHERE e.sid = s.sid AND e.seq = s.checkpoint_seq AND s.session_id = 'a'"
+            )
+        listed = await log.sessions()
+        with pytest.raises(CorruptEvent):
+            await log.latest_checkpoint(A)
+        assert [attrs.evolve(s, checkpoint=None) if s.key == A else s for s in before] == listed
+        assert None not in [s.checkpoint for s in before]
 
 
 class TestWideNumbers:

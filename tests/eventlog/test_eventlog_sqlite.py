@@ -581,6 +581,35 @@ class TestUnreadableRows:
         assert "99" in str(caught.value)
 
 
+class TestListedCheckpoints:
+    """sessions() with a latest checkpoint row it cannot read back."""
+
+    @pytest.mark.parametrize(
+        "tampering",
+        ["payload = '{not json'", "v = 99", """payload = '{"turns": "many"}'"""],
+        ids=["not-json", "newer-schema", "wrong-type"],
+    )
+    async def test_an_unreadable_checkpoint_leaves_the_listing_whole(
+        self, db_path: Path, tampering: str
+    ) -> None:
+        """That session is listed as its summary row says, without its checkpoint; every
+        other session with its own. Reading the checkpoint itself still fails loudly."""
+        other = SessionKey("app", "ops", "b")
+        async with SqliteEventLog(db_path) as log:
+            await log.append([*batch(), *batch(other)])
+            before = await log.sessions()
+            run_sql(
+                db_path,
+                f"UPDATE events SET {tampering}"
+                " WHERE seq = (SELECT checkpoint_seq FROM sessions WHERE session_id = 'a')",
+            )
+            listed = await log.sessions()
+            with pytest.raises(CorruptEvent):
+                await log.latest_checkpoint(A)
+        assert [attrs.evolve(s, checkpoint=None) if s.key == A else s for s in before] == listed
+        assert None not in [s.checkpoint for s in before]
+
+
 class TestUnavailable:
     """A file that cannot be opened or written raises StoreUnavailable naming it."""
 

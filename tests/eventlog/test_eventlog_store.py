@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from eventlog import (
     AssistantMessage,
+    Budgets,
     Checkpoint,
     Control,
     Event,
@@ -32,6 +33,7 @@ from eventlog import (
     ToolResult,
     UserMessage,
 )
+from eventlog._rules import checkpoint_of
 from tests.eventlog.helpers import add, add_fenced
 from tests.strategies import events
 
@@ -216,10 +218,38 @@ class TestSessions:
         (prompt,) = await add(store, [user(C)])
         (second,) = await add(store, [checkpoint(B, 4, stop_reason="deferred", next_wake_at=wake)])
         assert [
-            SessionSummary(B, 4, 0.25, "deferred", wake, second.at, second.seq, input_tokens=10),
+            SessionSummary(
+                B, 4, 0.25, "deferred", wake, second.at, second.seq, input_tokens=10,
+                checkpoint=checkpoint_of(second),
+            ),
             SessionSummary(C, 0, 0.0, None, None, prompt.at, 0),
-            SessionSummary(A, 1, 0.25, None, None, first.at, first.seq, input_tokens=10),
-        ] == await store.sessions()
+            SessionSummary(
+                A, 1, 0.25, None, None, first.at, first.seq, input_tokens=10,
+                checkpoint=checkpoint_of(first),
+            ),
+        ] == await store.sessions()  # fmt: skip
+
+    async def test_a_summary_carries_its_latest_checkpoint(self, store: EventLog, clock) -> None:
+        """sessions() gives each session's latest checkpoint (output tokens, outcome, done
+        detail, error, budgets: what ls shows), None for one without; due_sessions and claims
+        leave it None."""
+        budgets = Budgets(max_turns=5, max_cost_usd=1.5)
+        done = Checkpoint(
+            2, 40, 17, 0.5, "", stop_reason="completed", done_detail="all good",
+            outcome="resolved", result={"n": [1, "x"]}, budgets=budgets,
+        )  # fmt: skip
+        failed = Checkpoint(
+            1, 10, 3, 0.1, "go", stop_reason="retry_policy_aborted", error="RuntimeError: boom"
+        )
+        await store.append([checkpoint(A), Event.create(A, done), Event.create(B, failed)])
+        await store.append([user(C), user(A)])
+        listed = {s.key: s.checkpoint for s in await store.sessions()}
+        assert {A: done, B: failed, C: None} == listed
+        wake = checkpoint(D, stop_reason="deferred", next_wake_at=clock.now)
+        await store.append([wake])
+        assert [None] == [s.checkpoint for s in await store.due_sessions(clock.now)]
+        claims = await store.claim_due(clock.now, holder("me"), 30, limit=5)
+        assert [None] == [claim.summary.checkpoint for claim in claims]
 
     async def test_a_session_exists_from_its_first_event(self, store: EventLog, clock) -> None:
         """An inject sent before any run, a spec note, a run that died before its first
