@@ -52,7 +52,8 @@ _seq_of = itemgetter(0)
 
 
 def _kept(stored: _Stored, checkpoint_seq: int) -> bool:
-    """Whether a prune keeps the stored event: the latest checkpoint, or a note."""
+    """Whether a prune keeps the stored event: the latest checkpoint (seq 0: none), or a
+    note."""
     seq, event = stored
     return seq == checkpoint_seq or event.kind is EventKind.NOTE
 
@@ -229,9 +230,12 @@ class MemoryEventLog:
         due.sort(key=lambda s: (s.next_wake_at, s.checkpoint_seq))
         return [self._with_holder(summary) for summary in due]
 
-    async def prune(self, before: datetime, *, dry_run: bool = False) -> PruneResult:
+    async def prune(
+        self, before: datetime, *, dry_run: bool = False, interrupted: bool = False
+    ) -> PruneResult:
         """Drop the events of sessions that finished before ``before``, but their final
-        checkpoint (the rules are :meth:`eventlog.EventLog.prune`'s).
+        checkpoint (the rules are :meth:`eventlog.EventLog.prune`'s; ``interrupted`` takes the
+        cut-off sessions and those without a checkpoint too).
 
         One step with no ``await`` in it: no run can take a session's lease meanwhile.
         """
@@ -240,11 +244,16 @@ class MemoryEventLog:
         asker = LeaseHolder.this_process()
         pruned: list[PrunedSession] = []
         held: list[SessionKey] = []
-        for summary in sorted(self._current_summaries(), key=lambda s: s.checkpoint_seq):
+        listed = [(summary.checkpoint_seq, summary) for summary in self._current_summaries()]
+        listed += self._without_checkpoint()
+        for _, summary in sorted(listed, key=_seq_of):
             key = summary.key
             bucket = self._events[key]
             kept = [stored for stored in bucket if _kept(stored, summary.checkpoint_seq)]
-            if len(kept) == len(bucket) or not prunable(summary, bucket[-1][1].at, before):
+            newest = bucket[-1][1].at
+            if len(kept) == len(bucket) or not prunable(
+                summary, newest, before, interrupted=interrupted
+            ):
                 continue  # already pruned, or not to be
             lease = self._leases.get(key)
             if lease is not None and not may_take_lease(

@@ -329,15 +329,21 @@ class PostgresEventLog:
         return claims
 
     async def prune(
-        self, before: datetime, *, dry_run: bool = False, batch: int = pruning.BATCH
+        self,
+        before: datetime,
+        *,
+        dry_run: bool = False,
+        interrupted: bool = False,
+        batch: int = pruning.BATCH,
     ) -> PruneResult:
         """Drop the events of sessions that finished before ``before``, but their final
-        checkpoint and notes (the rules are :meth:`eventlog.EventLog.prune`'s).
+        checkpoint and notes (the rules are :meth:`eventlog.EventLog.prune`'s; ``interrupted``
+        takes the cut-off sessions and those without a checkpoint too).
 
         Each session is pruned under its lease, taken for the prune (a live holder: the
         session is left alone, in ``held``), in statements of at most ``batch`` deleted
         events, each renewing the lease and checking that the session has no newer
-        checkpoint. The space is given back by autovacuum, not at once.
+        (or first) checkpoint. The space is given back by autovacuum, not at once.
         """
         pruner = pruning.Pruner(
             PostgresPruning(self._db.all, self._clock),
@@ -346,7 +352,7 @@ class PostgresEventLog:
             clock=self._clock,
             host=self._host,
         )
-        return await pruner.run(before, dry_run=dry_run, batch=batch)
+        return await pruner.run(before, dry_run=dry_run, batch=batch, interrupted=interrupted)
 
     # -- reading ---------------------------------------------------------------------------
 

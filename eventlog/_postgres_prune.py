@@ -28,9 +28,10 @@ class PostgresPruning:
     fetch: Fetch
     clock: Clock
 
-    async def candidates(self, cut: datetime) -> list[Candidate]:
-        """The sessions whose latest checkpoint is older than ``cut``, oldest first."""
-        rows = await self.fetch("find sessions to prune", sql.SELECT_PRUNABLE, {"cut": cut})
+    async def candidates(self, cut: datetime, *, interrupted: bool) -> list[Candidate]:
+        """The sessions a prune may take (see :class:`eventlog._prune.Statements`)."""
+        params = {"cut": cut, "interrupted": interrupted}
+        rows = await self.fetch("find sessions to prune", sql.SELECT_PRUNABLE, params)
         found = []
         for row in rows:
             sid, removable, last_seq, last_at, *lease = row[_WIDTH:]

@@ -176,16 +176,19 @@ SELECT s.app, s.user, s.session_id, s.turns, s.cost_usd, s.stop_reason, s.next_w
 FROM sessions AS s LEFT JOIN leases AS l
     ON l.app = s.app AND l.user = s.user AND l.session_id = s.session_id AND l.expires_at > ?
 """
+#: The summary columns of a session ``s`` as listed, whether or not it has a checkpoint: one
+#: without has no turns, no cost, checkpoint seq 0, and the time of its newest event ``last``.
+LISTED_SUMMARY = """s.app, s.user, s.session_id, coalesce(s.turns, 0), coalesce(s.cost_usd, 0.0),
+       s.stop_reason, s.next_wake_at, coalesce(s.updated_at, last.at),
+       coalesce(s.checkpoint_seq, 0), s.paused, s.stopped, s.unpriced, s.input_tokens,
+       s.cached_input_tokens"""
 #: Every session that has an event, as summary rows, each followed by its latest checkpoint
 #: row's schema version and payload (a rowid lookup): a session without a checkpoint (no turns,
 #: no cost, checkpoint seq 0) at the time of its newest event (one descent of the events'
 #: (sid, seq) index). Newest first: by the latest checkpoint's seq, else the newest event's.
 #: The parameter: the store's clock (a lease expired by then has no holder).
-SELECT_SESSIONS = """
-SELECT s.app, s.user, s.session_id, coalesce(s.turns, 0), coalesce(s.cost_usd, 0.0),
-       s.stop_reason, s.next_wake_at, coalesce(s.updated_at, last.at),
-       coalesce(s.checkpoint_seq, 0), s.paused, s.stopped, s.unpriced, s.input_tokens,
-       s.cached_input_tokens, l.host, l.pid, l.token, c.v, c.payload
+SELECT_SESSIONS = f"""
+SELECT {LISTED_SUMMARY}, l.host, l.pid, l.token, c.v, c.payload
 FROM sessions AS s
 LEFT JOIN events AS c ON c.seq = s.checkpoint_seq
 LEFT JOIN events AS last ON last.seq = CASE WHEN s.checkpoint_seq IS NULL

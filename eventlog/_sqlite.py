@@ -267,17 +267,23 @@ class SqliteEventLog:
         )
 
     async def prune(
-        self, before: datetime, *, dry_run: bool = False, batch: int = pruning.BATCH
+        self,
+        before: datetime,
+        *,
+        dry_run: bool = False,
+        interrupted: bool = False,
+        batch: int = pruning.BATCH,
     ) -> PruneResult:
         """Drop the events of sessions that finished before ``before``, but their final
-        checkpoint (the rules are :meth:`eventlog.EventLog.prune`'s).
+        checkpoint and notes (the rules are :meth:`eventlog.EventLog.prune`'s; ``interrupted``
+        takes the cut-off sessions and those without a checkpoint too).
 
         Each session is pruned under its lease, taken for the prune (a live holder: the session
         is left alone, in ``held``), in transactions of at most ``batch`` deleted events, so
         that a live run's append waits little behind it; each batch renews the lease and checks
-        that the session has no newer checkpoint. The newest event of the whole log stays,
-        whichever session it is of (SQLite would hand its seq out again). The file does not
-        shrink: SQLite reuses the freed pages; ``VACUUM`` gives them back, offline.
+        that the session has no newer (or first) checkpoint. The newest event of the whole log
+        stays, whichever session it is of (SQLite would hand its seq out again). The file does
+        not shrink: SQLite reuses the freed pages; ``VACUUM`` gives them back, offline.
         """
         pruner = pruning.Pruner(
             SqlitePruning(self._fetch, self._write, self._clock),
@@ -286,7 +292,7 @@ class SqliteEventLog:
             clock=self._clock,
             host=self._host,
         )
-        return await pruner.run(before, dry_run=dry_run, batch=batch)
+        return await pruner.run(before, dry_run=dry_run, batch=batch, interrupted=interrupted)
 
     # -- reading ---------------------------------------------------------------------------
 

@@ -119,7 +119,8 @@ class Claim:
 class PrunedSession:
     """One session :meth:`EventLog.prune` removed events of (or would, in a dry run).
 
-    ``events`` is how many went; ``stop_reason`` and ``updated_at`` are its final checkpoint's.
+    ``events`` is how many went; ``stop_reason`` and ``updated_at`` are its latest
+    checkpoint's (a session without one: None, and the time of its newest event).
     """
 
     key: SessionKey
@@ -132,8 +133,9 @@ class PrunedSession:
 class PruneResult:
     """What :meth:`EventLog.prune` removed (or would have: ``dry_run``).
 
-    ``pruned`` lists the sessions that lost events, oldest final checkpoint first; ``held``
-    the finished sessions left alone because a live process held their lease.
+    ``pruned`` lists the sessions that lost events, oldest first (by their latest checkpoint's
+    seq, else their newest event's); ``held`` the sessions the prune would have taken but left
+    alone because a live process held their lease.
     """
 
     before: datetime
@@ -244,7 +246,9 @@ class EventLog(Protocol):
         """
         ...
 
-    async def prune(self, before: datetime, *, dry_run: bool = False) -> PruneResult:
+    async def prune(
+        self, before: datetime, *, dry_run: bool = False, interrupted: bool = False
+    ) -> PruneResult:
         """Drop the events of sessions that finished before ``before``, but their final checkpoint.
 
         A session is pruned when its latest checkpoint is finished (see below), that checkpoint
@@ -257,12 +261,23 @@ class EventLog(Protocol):
         Finished: the checkpoint's stop reason is ``completed``, a budget's
         (``max_turns_exceeded``, ``max_tokens_exceeded``, ``max_cost_exceeded``,
         ``wallclock_exceeded``), ``retry_policy_aborted`` or ``aborted``; or the session was
-        stopped on purpose (``stopped``, any stop reason but ``deferred``). Never pruned: a
-        deferred session (due or not), one without a stop reason (running, or crashed), one
-        whose caller cancelled it without a stop (``context_cancelled``, not ``stopped``).
+        stopped on purpose (``stopped``: by its checkpoint, or by a stop request after it or,
+        without a checkpoint, since its first event). By default never pruned: a deferred
+        session (due or not), one without a stop reason (running, or crashed), one whose
+        caller cancelled it without a stop (``context_cancelled``, not ``stopped``), one whose
+        lease another process took over (``lease_lost``), one without a checkpoint.
+
+        ``interrupted=True``, on explicit request, also prunes the sessions whose run was cut
+        off, under the same rules (quiet since before ``before``, no live holder): a latest
+        checkpoint without a stop reason, ``context_cancelled`` or ``lease_lost``, and the
+        sessions that never wrote a checkpoint, which keep only their notes (one with none is
+        then listed no more). A paused session (an operator's hold) and a deferred one are
+        never pruned. ``autonomous ls`` calls both ``retry_policy_aborted`` and ``lease_lost``
+        failed: the first is finished, the second taken with ``interrupted``.
 
         The store holds each session's lease while it deletes, so that no run starts on it
-        meanwhile; a session held by a live process is listed in ``held`` and left alone.
+        meanwhile; a session held by a live process is listed in ``held`` and left alone, and
+        one that writes a new checkpoint meanwhile (a run started on it) is left alone too.
         ``dry_run`` reports what would go and removes nothing. Seqs handed out later stay
         larger than every seq handed out before. Space is not given back to the file system.
         """
