@@ -1,7 +1,8 @@
 """Append-only event log: events; in-memory, SQLite and PostgreSQL stores; checkpoints; leases.
 
 Map:
-    _events.py   the event envelope and one frozen payload class per kind
+    _events.py   the event envelope, one frozen payload class per kind, session keys and
+                 their limit (MAX_KEY_LENGTH)
     _codec.py    JSON through one private cattrs converter, schema version checks
     _store.py    the EventLog protocol, SessionRef, leases, claims, session summaries, prune results
     _memory.py   MemoryEventLog: in-process, not durable
@@ -16,14 +17,17 @@ Map:
     _postgres_sql.py  all of PostgresEventLog's SQL: schema, statements, migrations
     _postgres_rows.py  its rows read back: events, session summaries, leases, claims
     _postgres_batch.py  a batch of events as its append statement's parameters (plain or JSON)
-    _postgres_text.py  how it stores text: U+0000 escaped, keys as parameters, notification payloads
+    _postgres_text.py  how it stores text: U+0000 escaped, keys as parameters, notification
+                 payloads (a digest of the key)
     _postgres_conn.py  its pool and connections: the masked DSN, server errors, schema set-up
     _postgres_prune.py  PostgresEventLog.prune's statements: candidates, a batch per statement
     _postgres_listen.py  its LISTEN connection and Watch (wake-ups across processes)
-    _prune.py    the prune both durable logs run: finished sessions, emptied in short batches
-    _summary_rows.py  session summary and lease rows read back, for both durable logs
-    _rules.py    pure rules the stores share: lease takeover, summaries, due, interrupted and
-                 finished sessions
+    _prune.py    the prune both durable logs run: finished (on request, interrupted) sessions,
+                 emptied in short batches
+    _summary_rows.py  session summary and lease rows read back, for both durable logs (a
+                 listed session with its checkpoint decoded)
+    _rules.py    pure rules the stores share: lease takeover, summaries, due, interrupted,
+                 cut-off and finished sessions, keys checked
     _process.py  this host's process table: a holder's start time, zombies, reused pids
     _errors.py   the error tree (EventLogError at the root)
 """
