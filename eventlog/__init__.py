@@ -8,19 +8,20 @@ Map:
     _memory.py   MemoryEventLog: in-process, not durable
     _sqlite.py   SqliteEventLog: aiosqlite, WAL, one transaction per write, lease rows
     _sqlite_tx.py  what runs inside those transactions: inserts, the lease fence, claims,
-                 batched renewals, migration
+                 batched renewals, migration, a connection's set-up
     _sqlite_prune.py  SqliteEventLog.prune's statements: candidates, a batch per transaction
     _sqlite_errors.py  SqliteEventLog's error messages (a file it cannot use, sqlite errors)
     _schema.py   SqliteEventLog's tables, statements and row conversions
     _worker.py   aiosqlite's thread: one trip per operation, a daemon closed at exit
     _postgres.py  PostgresEventLog: psycopg 3 async, a pool, one statement per write, claims
-    _postgres_sql.py  all of PostgresEventLog's SQL: schema, statements, migrations
+    _postgres_sql.py  PostgresEventLog's SQL but prune's: schema, statements, migrations
     _postgres_rows.py  its rows read back: events, session summaries, leases, claims
     _postgres_batch.py  a batch of events as its append statement's parameters (plain or JSON)
     _postgres_text.py  how it stores text: U+0000 escaped, keys as parameters, notification
                  payloads (a digest of the key)
     _postgres_conn.py  its pool and connections: the masked DSN, server errors, schema set-up
-    _postgres_prune.py  PostgresEventLog.prune's statements: candidates, a batch per statement
+    _postgres_prune.py  PostgresEventLog.prune's SQL and statements: candidates, a batch per
+                 statement
     _postgres_listen.py  its LISTEN connection and Watch (wake-ups across processes)
     _prune.py    the prune both durable logs run: finished (on request, interrupted) sessions,
                  emptied in short batches

@@ -1,4 +1,5 @@
-"""PostgresEventLog's schema and every SQL statement it runs (rows read back: _postgres_rows)."""
+"""PostgresEventLog's schema and every SQL statement it runs but its prune's (those are in
+_postgres_prune, as SQLite's are in _sqlite_prune); rows read back: _postgres_rows."""
 
 from __future__ import annotations
 
@@ -371,9 +372,9 @@ s.holder_pid, s.holder_token
 """
 #: How many columns a summary row has before its holder's (host, pid, token).
 SUMMARY_WIDTH = 14
-# The summary columns of a session ``s`` as listed, whether or not it has a checkpoint: one
-# without has no turns, no cost, checkpoint seq 0, and the time of its newest event ``last``.
-_LISTED_SUMMARY = """s.app, s."user", s.session_id, coalesce(s.turns, 0), coalesce(s.cost_usd, 0),
+#: The summary columns of a session ``s`` as listed, whether or not it has a checkpoint: one
+#: without has no turns, no cost, checkpoint seq 0, and the time of its newest event ``last``.
+LISTED_SUMMARY = """s.app, s."user", s.session_id, coalesce(s.turns, 0), coalesce(s.cost_usd, 0),
        s.stop_reason, s.next_wake_at, coalesce(s.updated_at, last.at),
        coalesce(s.checkpoint_seq, 0), s.paused, s.stopped, s.unpriced, s.input_tokens,
        s.cached_input_tokens"""
@@ -383,7 +384,7 @@ _LISTED_SUMMARY = """s.app, s."user", s.session_id, coalesce(s.turns, 0), coales
 #: key). A session row with no event (a lease alone) is left out. Newest first: by the
 #: latest checkpoint's seq, else the newest event's.
 SELECT_SESSIONS = f"""
-SELECT {_LISTED_SUMMARY}, CASE WHEN s.expires_at > %(clock)s THEN s.holder_host END,
+SELECT {LISTED_SUMMARY}, CASE WHEN s.expires_at > %(clock)s THEN s.holder_host END,
        s.holder_pid, s.holder_token, c.v, c.payload
 FROM eventlog_sessions AS s
 LEFT JOIN eventlog_events AS c ON c.sid = s.sid AND c.seq = s.checkpoint_seq
@@ -461,54 +462,3 @@ def channel_of(schema: str) -> str:
     if len(name.encode()) <= 63 and name.isascii():
         return name
     return "eventlog_" + hashlib.sha256(schema.encode()).hexdigest()[:40]
-
-
-# -- prune ---------------------------------------------------------------------------------
-
-# The sessions a prune may take, oldest first: those whose latest checkpoint is older than the
-# cut-off, and those without a checkpoint that are stopped (every one of them with
-# %(interrupted)s). Their summary (as sessions() lists it, holder columns empty), then the
-# session id, how many of its events a prune deletes (neither the checkpoint nor a note), its
-# newest event's seq and time, and its lease columns (as lease_of_row reads them). A session
-# row without an event (a lease alone) has no newest event and is left out.
-SELECT_PRUNABLE = f"""
-SELECT {_LISTED_SUMMARY}, NULL, NULL, NULL, s.sid,
-       (SELECT count(*) FROM eventlog_events AS e
-        WHERE e.sid = s.sid AND e.seq <> coalesce(s.checkpoint_seq, 0)
-            AND e.kind <> '{EventKind.NOTE}'),
-       last.seq, last.at,
-       s.holder_host, s.holder_pid, s.holder_token, s.holder_started, s.expires_at, s.epoch
-FROM eventlog_sessions AS s
-CROSS JOIN LATERAL (
-    SELECT e.seq, e.at FROM eventlog_events AS e WHERE e.sid = s.sid ORDER BY e.seq DESC LIMIT 1
-) AS last
-WHERE (s.checkpoint_seq IS NOT NULL AND s.updated_at < %(cut)s)
-    OR (s.checkpoint_seq IS NULL AND (%(interrupted)s OR s.stopped))
-ORDER BY coalesce(s.checkpoint_seq, last.seq)
-"""
-
-# One batch, one statement: renew the prune's lease (which locks the row, so that no append
-# runs meanwhile), then delete the session's oldest events up to its newest one when the prune
-# looked (what came later stays), but its latest checkpoint and its notes; nothing when the
-# session has a newer checkpoint than the prune looked at (or a first one). Says: the lease
-# renewed (0 or 1), the session's checkpoint seq (0: none), and how many events went.
-PRUNE_BATCH = f"""
-WITH fence AS (
-    UPDATE eventlog_sessions SET heartbeat = %(now)s, expires_at = %(expires_at)s
-    WHERE sid = %(sid)s AND holder_token = %(token)s AND epoch = %(epoch)s
-    RETURNING coalesce(checkpoint_seq, 0) AS checkpoint_seq  -- 0: none yet
-), doomed AS (
-    SELECT e.seq FROM eventlog_events AS e
-    WHERE e.sid = %(sid)s AND e.seq <= %(last_seq)s AND e.seq <> %(checkpoint_seq)s
-        AND e.kind <> '{EventKind.NOTE}'
-        AND (SELECT checkpoint_seq FROM fence) = %(checkpoint_seq)s
-    ORDER BY e.seq
-    LIMIT %(limit)s
-), deleted AS (
-    DELETE FROM eventlog_events AS e USING doomed AS d
-    WHERE e.sid = %(sid)s AND e.seq = d.seq
-    RETURNING 1
-)
-SELECT (SELECT count(*) FROM fence), (SELECT checkpoint_seq FROM fence),
-       (SELECT count(*) FROM deleted)
-"""

@@ -420,7 +420,7 @@ class SqliteEventLog:
             await self._check_file()
         if not self._read_only:
             try:
-                return await self._open(self._path, self._set_up)
+                return await self._open(self._path, read_only=False)
             except sqlite3.OperationalError as exc:
                 # A file we cannot write (or whose -shm file cannot be made) may still be read.
                 if (
@@ -436,18 +436,24 @@ class SqliteEventLog:
         """The file opened for reading only; never created, never given tables or migrated."""
         uri = (await anyio.Path(self._path).absolute()).as_uri() + "?mode=ro"
         try:
-            return await self._open(uri, self._look, uri=True)
+            return await self._open(uri, read_only=True, uri=True)
         except sqlite3.OperationalError as exc:
             if errors.code(exc) != sqlite3.SQLITE_CANTOPEN:
                 raise
         # WAL mode needs the -shm file, which a read-only directory cannot get: read the file
         # as it stands (SQLite then ignores the WAL, as it may, the file being unwritable).
-        return await self._open(uri + "&immutable=1", self._look, uri=True)
+        return await self._open(uri + "&immutable=1", read_only=True, uri=True)
 
     async def _open(
-        self, target: str, set_up: Callable[[sqlite3.Connection], str], *, uri: bool = False
+        self, target: str, *, read_only: bool, uri: bool = False
     ) -> aiosqlite.Connection:
-        """A connection to ``target`` set up by ``set_up``, which tells the store version."""
+        """A connection to ``target``, set up on its thread (for reading only: a look at the
+        store version, nothing changed); a store of another version is refused."""
+        set_up: Callable[[sqlite3.Connection], str] = (
+            functools.partial(tx.look, busy_ms=self._busy_ms)
+            if read_only
+            else functools.partial(tx.set_up, busy_ms=self._busy_ms, synchronous=self._synchronous)
+        )
         db, forget_exit = await worker.connect(target, uri=uri)
         try:
             found = await worker.on_thread(db, set_up)
@@ -456,33 +462,10 @@ class SqliteEventLog:
             raise
         if found != str(sql.STORE_VERSION):
             await worker.close_quietly(db, forget_exit)
-            raise StoreUnavailable(
-                errors.version_problem(self._path, found, read_only=set_up == self._look)
-            )
+            raise StoreUnavailable(errors.version_problem(self._path, found, read_only=read_only))
         self._sids.clear()  # a fresh ":memory:" database numbers its sessions anew
         self._db, self._forget_exit = db, forget_exit
         return db
-
-    def _set_up(self, conn: sqlite3.Connection) -> str:
-        """Pragmas, then the schema if the file has none (or a migration); its store version."""
-        conn.executescript(
-            f"PRAGMA busy_timeout = {self._busy_ms}; PRAGMA synchronous = {self._synchronous};"
-            f" PRAGMA wal_autocheckpoint = {sql.WAL_AUTOCHECKPOINT};"
-            f" PRAGMA page_size = {sql.PAGE_SIZE};"  # a new file only; must precede WAL mode
-        )
-        tx.enter_wal(conn, self._busy_ms / 1000)
-        if conn.execute(sql.HAS_META).fetchone() is None:
-            conn.executescript(sql.SCHEMA_SCRIPT)
-        if tx.version(conn) in sql.MIGRATIONS:
-            worker.transaction(conn, tx.migrate)
-        return tx.version(conn)
-
-    def _look(self, conn: sqlite3.Connection) -> str:
-        """A read-only connection's set-up: the file's store version, changing nothing."""
-        conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
-        if conn.execute(sql.HAS_META).fetchone() is None:
-            return "none"
-        return tx.version(conn)
 
     async def _check_file(self) -> None:
         file = anyio.Path(self._path)
