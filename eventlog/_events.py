@@ -11,6 +11,8 @@ from typing import Any, TypeAlias
 
 import attrs
 
+from ._errors import InvalidSessionKey
+
 #: The schema version written with every event; reading any other version fails fast.
 SCHEMA_VERSION = 1
 
@@ -32,9 +34,27 @@ class EventKind(enum.StrEnum):
     BUDGETS = "budgets"
 
 
+#: The most characters (Unicode code points) each part of a session key (``app``, ``user``,
+#: ``session_id``) may have. PostgreSQL indexes the three together, and an index entry holds
+#: at most 2,704 bytes (a third of an 8 KiB page, less its overhead); a character takes at
+#: most four bytes there (one beyond U+FFFF, or U+0000 and U+0010, which it stores escaped as
+#: two characters). Three parts of 200 such characters make an entry of 2,420 bytes.
+MAX_KEY_LENGTH = 200
+
+_KEY_PARTS = ("app", "user", "session_id")
+
+
 @attrs.frozen
 class SessionKey:
-    """The identity of one session inside a log: (app, user, session_id)."""
+    """The identity of one session inside a log: (app, user, session_id).
+
+    Each part is any text (``/``, ``..``, U+0000 and emoji included) of at most
+    :data:`MAX_KEY_LENGTH` characters; every store refuses a longer part, or one that is not
+    text it can store (a lone surrogate), with :class:`~eventlog.InvalidSessionKey` before it
+    writes anything (an append, a lease), and so does :class:`~eventlog.SessionRef` when it is
+    made. A key is not checked when it is made, so that a log written before the limit can
+    still be read.
+    """
 
     app: str
     user: str
@@ -42,6 +62,28 @@ class SessionKey:
 
     def __str__(self) -> str:
         return f"{self.app}/{self.user}/{self.session_id}"
+
+
+def check_key(key: SessionKey) -> None:
+    """Refuse a key no store takes (:class:`InvalidSessionKey`): a part that is not a ``str``,
+    is longer than :data:`MAX_KEY_LENGTH` characters, or holds a lone surrogate (no UTF-8)."""
+    for name in _KEY_PARTS:
+        part = getattr(key, name)
+        if not isinstance(part, str):
+            raise InvalidSessionKey(name, f"must be text, not {type(part).__name__}")
+        if len(part) > MAX_KEY_LENGTH:
+            raise InvalidSessionKey(
+                name,
+                f"has {len(part):,} characters ({part[:20]!r}...), more than the"
+                f" {MAX_KEY_LENGTH} a part may have",
+            )
+        if not part.isascii():
+            try:
+                part.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise InvalidSessionKey(
+                    name, f"is not text a store can hold: {exc.reason} at index {exc.start}"
+                ) from None
 
 
 @attrs.frozen
