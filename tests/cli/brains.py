@@ -10,6 +10,8 @@
   inbox message arrives (a resume that holds its session until told to finish).
 - ``alerting``: reports done at once with the outcome ``alert`` (its spec declares outcomes).
 - ``caching``: as ``quick``, each call billed 12,400 prompt tokens, 11,904 of them cached.
+- ``hanging``: calls ``hang`` (which sleeps a minute) in its first turn; told that the call was
+  interrupted, it reports done.
 """
 
 from __future__ import annotations
@@ -35,6 +37,12 @@ def tick(n: int = 0) -> int:
     """
     time.sleep(0.1)
     return n + 1
+
+
+def hang() -> str:
+    """Sleep a minute (a process killed meanwhile dies in the middle of this call)."""
+    time.sleep(60)
+    return "woke"
 
 
 def undocumented(n: int) -> int:
@@ -136,3 +144,15 @@ def _caching(messages: Messages, tools: Sequence[dict[str, Any]]) -> ModelRespon
 def caching() -> ScriptedModel:
     """Done at once, most of each prompt read from the provider's cache."""
     return ScriptedModel(default=_caching)
+
+
+def _hanging(messages: Messages, tools: Sequence[dict[str, Any]]) -> ModelResponse:
+    last = messages[-1]
+    if last["role"] == "tool" and str(last["content"]).startswith("interrupted"):
+        return _finish("the hang was interrupted")
+    return call("hang") if last["role"] == "user" else reply("ok")
+
+
+def hanging() -> ScriptedModel:
+    """Calls hang, which sleeps a minute; done once told that call was interrupted."""
+    return ScriptedModel(default=_hanging)
