@@ -21,6 +21,13 @@ from ._exits import Exit
 
 #: The control action each command sends.
 CONTROL_ACTIONS = {"pause": "pause", "unpause": "resume", "stop": "stop"}
+#: What each command says it did (``{key}``: the session).
+_DONE = {
+    "pause": "paused {key}: it parks before its next turn (a session that is not running, at"
+    " its next resume) until `autonomous unpause {key}`",
+    "unpause": "unpaused {key}",
+    "stop": "stopped {key}: it stays stopped until `autonomous resume {key} --force`",
+}
 
 
 def caller_of(args: argparse.Namespace) -> Caller:
@@ -70,5 +77,5 @@ async def cmd_control(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"session": str(key), "action": action})
     else:
-        print(f"sent {action} to {key}")
+        print(_DONE[args.command].format(key=key))
     return Exit.OK

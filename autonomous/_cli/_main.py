@@ -148,7 +148,12 @@ def _add_control_commands(add: Callable[[str, str], argparse.ArgumentParser]) ->
     for name, text in (
         ("pause", "ask a session to pause at its next turn boundary"),
         ("unpause", "let a paused session go on"),
-        ("stop", "stop a session (it ends context_cancelled and stays resumable)"),
+        (
+            "stop",
+            "stop a session: a running one ends at its next step (context_cancelled); the stop"
+            " sticks: the daemon leaves the session and `resume` refuses it, until"
+            " `autonomous resume SESSION --force`",
+        ),
     ):
         p = add(name, text)
         p.add_argument("session", help="app/user/session_id, or a session id unique in the log")

@@ -241,27 +241,61 @@ def checkpoint_summary(key: SessionKey, cp: Any) -> dict[str, Any]:
     }
 
 
-def _print_summary(s: Mapping[str, Any], *, utc: bool, interrupted: bool) -> None:
-    """The end of a run, for people."""
-    detail = f" ({s['done_detail']})" if s["done_detail"] else ""
-    print(f"session   {s['session']}")
-    print(f"stopped   {s['reason']}{detail}")
+#: What each stop reason says at the end of a run (the reason itself follows in parentheses).
+_ENDED: dict[str, str] = {
+    StopReason.DEFERRED: "deferred itself until its next wake",
+    StopReason.MAX_TURNS_EXCEEDED: "out of turns",
+    StopReason.MAX_TOKENS_EXCEEDED: "out of tokens",
+    StopReason.MAX_COST_EXCEEDED: "out of money",
+    StopReason.WALLCLOCK_EXCEEDED: "out of time for this run",
+    StopReason.RETRY_POLICY_ABORTED: "failed: its turns kept failing",
+    StopReason.ABORTED: "aborted by its supervisor or a long pause",
+    StopReason.LEASE_LOST: "another process took the session over",
+}
+
+
+def ended_text(reason: str, *, interrupted: bool) -> str:
+    """How a run ended, in words, with its stop reason: ``out of turns (max_turns_exceeded)``."""
+    if reason == StopReason.COMPLETED:
+        return "completed"
+    if reason == StopReason.CONTEXT_CANCELLED:
+        said = "interrupted by a signal" if interrupted else "stopped on purpose"
+    else:
+        said = _ENDED.get(reason, "ended")
+    return f"{said} ({reason})"
+
+
+def summary_lines(s: Mapping[str, Any], *, utc: bool, interrupted: bool = False) -> list[str]:
+    """The end of a run, for people: one ``label  text`` line per fact (labels 10 wide)."""
+    rows: list[tuple[str, str]] = [
+        ("session", s["session"]),
+        ("ended", ended_text(s["reason"], interrupted=interrupted)),
+    ]
+    if s["done_detail"]:
+        rows.append(("detail", s["done_detail"]))
     if s["outcome"]:
-        print(f"outcome   {s['outcome']}")
-    print(f"turns     {s['turns']}")
+        rows.append(("outcome", s["outcome"]))
+    rows.append(("turns", str(s["turns"])))
     cached = f" ({s['cached_input_tokens']} cached)" if s["cached_input_tokens"] else ""
-    print(f"tokens    {s['input_tokens']} in{cached} / {s['output_tokens']} out")
-    print(f"cost      {cost_text(s['cost_usd'], unpriced=not s.get('priced', True))}")
+    rows.append(("tokens", f"{s['input_tokens']} in{cached} / {s['output_tokens']} out"))
+    rows.append(("cost", cost_text(s["cost_usd"], unpriced=not s.get("priced", True))))
     if s["duration"] is not None:
-        print(f"duration  {s['duration']:.1f} s")
+        rows.append(("duration", f"{s['duration']:.1f} s"))
     if s["error"]:
-        print(f"error     {s['error']}")
+        rows.append(("error", s["error"]))
     if s["next_wake_at"]:
         wake = datetime.fromisoformat(s["next_wake_at"])
-        print(f"next wake {show_wake(wake, utcnow(), utc=utc)}")
+        rows.append(("next wake", show_wake(wake, utcnow(), utc=utc)))
     hint = continue_hint(s["session"], s["reason"], interrupted=interrupted)
     if hint:
-        print(f"continue  {hint}")
+        rows.append(("next step", hint))
+    return [f"{label:<10}{text}" for label, text in rows]
+
+
+def _print_summary(s: Mapping[str, Any], *, utc: bool, interrupted: bool) -> None:
+    """The end of a run, for people, on standard output."""
+    for line in summary_lines(s, utc=utc, interrupted=interrupted):
+        print(line)
     sys.stdout.flush()
 
 
