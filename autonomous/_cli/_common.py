@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import socket
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from decimal import Decimal
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Protocol, Self, TypeVar
@@ -268,9 +270,53 @@ def holder_gone(holder: str) -> bool:
     return not process_alive(int(pid_text))  # a zombie counts as gone, as for the store
 
 
+#: Dollar amounts are rounded to this many decimal places (a ten-billionth of a dollar) where
+#: they are shown: the float noise of a sum (2.7000000000000002e-05) goes, every real cost stays.
+USD_PLACES = 10
+
+
+def usd(amount: float) -> float:
+    """A dollar amount without float noise (rounded to :data:`USD_PLACES` places)."""
+    return round(amount, USD_PLACES)
+
+
+def decimal_text(number: float) -> str:
+    """A float in positional notation, as short as its repr: ``0.000027``, not ``2.7e-05``
+    (a magnitude of 1e16 or more, or one not finite, as its repr)."""
+    text = repr(number)
+    if "e" not in text or not math.isfinite(number) or abs(number) >= 1e16:
+        return text
+    return format(Decimal(text), "f")
+
+
+def json_text(value: Any) -> str:
+    """``value`` as JSON text, as ``json.dumps`` writes it (times and paths as text, anything
+    else by repr), except that every float is written positional (:func:`decimal_text`), so a
+    cost reads ``0.000027``: people read this output too, and jq and json parse it the same."""
+    if isinstance(value, float):
+        return decimal_text(value) if math.isfinite(value) else json.dumps(value)
+    if isinstance(value, dict):
+        items = (f"{_json_key(k)}: {json_text(v)}" for k, v in value.items())
+        return "{" + ", ".join(items) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(json_text(v) for v in value) + "]"
+    if value is None or isinstance(value, str | int):  # bool is an int
+        return json.dumps(value, ensure_ascii=False)
+    return json_text(_json_default(value))
+
+
+def _json_key(key: Any) -> str:
+    """A dict key as JSON text: a string, or a scalar turned into one as ``json.dumps`` does."""
+    if not isinstance(key, str):
+        if key is not None and not isinstance(key, int | float):
+            raise TypeError(f"keys must be str, int, float, bool or None, not {type(key)}")
+        key = json.dumps(key)
+    return json.dumps(key, ensure_ascii=False)
+
+
 def emit_json(value: Any) -> None:
-    """Print ``value`` as one JSON document on standard output."""
-    print(json.dumps(value, default=_json_default, ensure_ascii=False), flush=True)
+    """Print ``value`` as one JSON document on standard output (:func:`json_text`)."""
+    print(json_text(value), flush=True)
 
 
 def _json_default(value: Any) -> Any:

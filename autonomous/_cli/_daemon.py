@@ -68,7 +68,7 @@ from .._driver import resume_autonomous
 from .._durable import AdoptedLease, StoreWatch, store_watch
 from .._logging import get_logger
 from .._result import RunResult
-from ._common import CliError, open_log, prepare_litellm, spec_of_session
+from ._common import CliError, open_log, prepare_litellm, spec_of_session, usd
 from ._durations import duration_arg
 from ._exits import for_signal
 from ._hooks import spec_hook
@@ -379,7 +379,7 @@ class Daemon:
             session=str(key),
             reason=result.reason.value,
             turns=result.turns,
-            cost_usd=round(result.cost_usd, 6),
+            cost_usd=usd(result.cost_usd),
             next_wake_at=wake.isoformat() if wake else None,
         )
         failure = await spec_hook(spec, result_summary(key, result), clock=self._clock)

@@ -30,6 +30,7 @@ import anyio
 
 from scheduler import Clock, SystemClock
 
+from ._common import decimal_text, usd
 from ._durations import parse_duration
 from ._spec import AgentSpec
 
@@ -54,7 +55,7 @@ def hook_environment(summary: Mapping[str, Any], spec_path: Path) -> dict[str, s
         "OUTCOME": summary["outcome"],
         "DETAIL": summary["done_detail"],
         "TURNS": summary["turns"],
-        "COST_USD": summary["cost_usd"],
+        "COST_USD": decimal_text(usd(summary["cost_usd"])),
         "NEXT_WAKE_AT": summary["next_wake_at"],
         "ERROR": summary["error"],
         "SPEC": spec_path,

@@ -17,7 +17,7 @@ from typing import Any
 
 import structlog
 
-from ._common import emit_json
+from ._common import decimal_text, emit_json
 from ._times import show_time
 
 #: ``report(event, **fields)``: how the daemon tells what it does.
@@ -46,10 +46,15 @@ def reporter(as_json: bool, *, utc: bool = False) -> Report:
             level = _LEVELS.get(event, "info")
             emit_json({"timestamp": timestamp(), "level": level, "event": event, **fields})
             return
-        shown = " ".join(f"{k}={v}" for k, v in fields.items() if v is not None)
+        shown = " ".join(f"{k}={_text(v)}" for k, v in fields.items() if v is not None)
         print(f"{show_time(datetime.now(UTC), utc=utc)} {event} {shown}".rstrip(), flush=True)
 
     return report
+
+
+def _text(value: Any) -> str:
+    """A report field as a text line shows it: a float positional (a cost as 0.000027)."""
+    return decimal_text(value) if isinstance(value, float) else str(value)
 
 
 class JsonLinesFormatter(logging.Formatter):

@@ -9,7 +9,7 @@ from typing import Any
 
 from eventlog import SessionSummary, utcnow
 
-from ._common import emit_json, holder_gone, open_log
+from ._common import emit_json, holder_gone, open_log, usd
 from ._exits import Exit
 from ._times import cutoff, show_wake, since_arg
 
@@ -83,7 +83,7 @@ def summary_dict(summary: SessionSummary, now: datetime) -> dict[str, Any]:
         "status": status_of(summary, now),
         "stop_reason": summary.stop_reason,
         "turns": summary.turns,
-        "cost_usd": summary.cost_usd,
+        "cost_usd": usd(summary.cost_usd),
         "priced": not summary.unpriced,
         "input_tokens": summary.input_tokens,
         "cached_input_tokens": summary.cached_input_tokens,

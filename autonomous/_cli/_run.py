@@ -31,6 +31,7 @@ from ._common import (
     record_spec,
     resolve_session,
     spec_of_session,
+    usd,
 )
 from ._durations import duration_arg
 from ._exits import Exit, for_reason, for_signal
@@ -208,7 +209,7 @@ def result_summary(key: SessionKey, result: RunResult) -> dict[str, Any]:
         "input_tokens": result.input_tokens,
         "cached_input_tokens": result.cached_input_tokens,
         "output_tokens": result.output_tokens,
-        "cost_usd": result.cost_usd,
+        "cost_usd": usd(result.cost_usd),
         "duration": round(result.duration, 3),
         "done_detail": result.done_detail,
         "final_text": result.final_text,
@@ -230,7 +231,7 @@ def checkpoint_summary(key: SessionKey, cp: Any) -> dict[str, Any]:
         "input_tokens": cp.input_tokens if ok else 0,
         "cached_input_tokens": cp.cached_input_tokens if ok else 0,
         "output_tokens": cp.output_tokens if ok else 0,
-        "cost_usd": cp.cost_usd if ok else 0.0,
+        "cost_usd": usd(cp.cost_usd) if ok else 0.0,
         "duration": None,
         "done_detail": cp.done_detail if ok else "",
         "final_text": cp.final_text if ok else "",
