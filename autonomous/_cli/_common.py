@@ -139,7 +139,7 @@ async def record_spec(log: EventLog, key: SessionKey, spec: AgentSpec, model: st
     await log.append([LogEvent.create(key, Note(SPEC_NOTE, data), author="cli")])
 
 
-async def _spec_note(log: EventLog, key: SessionKey) -> dict[str, Any] | None:
+async def spec_note(log: EventLog, key: SessionKey) -> dict[str, Any] | None:
     """The data of the session's newest spec note (None when it has none)."""
     for event in reversed(await log.read_last(key, [EventKind.NOTE], 100)):
         payload = event.payload
@@ -165,7 +165,7 @@ async def spec_of_session(
     may have the recorded spec). ``load`` loads the file, with the session's model override
     (:func:`load_session_spec` unless given: a daemon's :class:`~._spec_cache.SpecCache`).
     """
-    note = await _spec_note(log, key)
+    note = await spec_note(log, key)
     if note is None:
         raise CliError(
             f"session {key} records no agent spec (it was not started by `autonomous run`): "
@@ -206,7 +206,7 @@ async def adopt_spec(log: EventLog, key: SessionKey, path: str) -> AgentSpec:
     """
     await require_session(log, key)
     spec = load_spec_or_fail(path)
-    note = await _spec_note(log, key)
+    note = await spec_note(log, key)
     model = note.get("model") if note else None
     model = model if isinstance(model, str) else None
     if model is not None:

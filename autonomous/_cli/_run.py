@@ -42,6 +42,7 @@ from ._spec import AgentSpec, line_of
 from ._status import PlainProgress, progress_for
 from ._times import show_wake
 from ._validate import unpriced_cap, validated_spec
+from ._view import ended_text
 
 
 def add_budget_overrides(parser: argparse.ArgumentParser) -> None:
@@ -240,30 +241,6 @@ def checkpoint_summary(key: SessionKey, cp: Any) -> dict[str, Any]:
         "result": cp.result if ok else None,
         "error": None,
     }
-
-
-#: What each stop reason says at the end of a run (the reason itself follows in parentheses).
-_ENDED: dict[str, str] = {
-    StopReason.DEFERRED: "deferred itself until its next wake",
-    StopReason.MAX_TURNS_EXCEEDED: "out of turns",
-    StopReason.MAX_TOKENS_EXCEEDED: "out of tokens",
-    StopReason.MAX_COST_EXCEEDED: "out of money",
-    StopReason.WALLCLOCK_EXCEEDED: "out of time for this run",
-    StopReason.RETRY_POLICY_ABORTED: "failed: its turns kept failing",
-    StopReason.ABORTED: "aborted by its supervisor or a long pause",
-    StopReason.LEASE_LOST: "another process took the session over",
-}
-
-
-def ended_text(reason: str, *, interrupted: bool) -> str:
-    """How a run ended, in words, with its stop reason: ``out of turns (max_turns_exceeded)``."""
-    if reason == StopReason.COMPLETED:
-        return "completed"
-    if reason == StopReason.CONTEXT_CANCELLED:
-        said = "interrupted by a signal" if interrupted else "stopped on purpose"
-    else:
-        said = _ENDED.get(reason, "ended")
-    return f"{said} ({reason})"
 
 
 def summary_lines(s: Mapping[str, Any], *, utc: bool, interrupted: bool = False) -> list[str]:

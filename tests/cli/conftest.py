@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import pytest
 
-from eventlog import Event, Payload, SessionKey, SqliteEventLog, event_to_dict
+from eventlog import Event, LeaseHolder, Payload, SessionKey, SqliteEventLog, event_to_dict
 
 from ..autonomous.stores import DurableLog, DurableStore, open_store
 
@@ -117,6 +117,19 @@ def append_events(
             await log.append([Event.create(key, p, author=author, at=at) for p in payloads])
 
     anyio.run(write, backend="asyncio")
+
+
+def hold(cwd: Path, session: str) -> str:
+    """Take a session's lease for this (live) process, for a minute: to every command the
+    session is running; returns the holder as ``ls`` shows it."""
+
+    async def take() -> str:
+        async with log_of(cwd) as log:
+            lease = await log.acquire_lease(key_of(session), LeaseHolder.this_process(), 60)
+            return str(lease.holder)
+
+    holder: str = anyio.run(take, backend="asyncio")
+    return holder
 
 
 def holder_of(cwd: Path, session: str) -> str | None:

@@ -61,14 +61,18 @@ class TestRunSummary:
             ("max_tokens_exceeded", False, "out of tokens (max_tokens_exceeded)"),
             ("max_cost_exceeded", False, "out of money (max_cost_exceeded)"),
             ("wallclock_exceeded", False, "out of time for this run (wallclock_exceeded)"),
-            ("context_cancelled", True, "interrupted by a signal (context_cancelled)"),
+            ("context_cancelled", True, "interrupted (context_cancelled)"),
             ("context_cancelled", False, "stopped on purpose (context_cancelled)"),
             (
                 "retry_policy_aborted",
                 False,
-                "failed: its turns kept failing (retry_policy_aborted)",
+                "its turns kept failing (retry_policy_aborted)",
             ),
-            ("aborted", False, "aborted by its supervisor or a long pause (aborted)"),
+            (
+                "aborted",
+                False,
+                "its supervisor aborted it, or a pause outlived pause_max (aborted)",
+            ),
             ("lease_lost", False, "another process took the session over (lease_lost)"),
         ],
     )
