@@ -9,8 +9,10 @@ Map:
     _signals.py    SIGINT and SIGTERM: the first stops the work cleanly, later ones wait for that
     _output.py     standard output and error that survive a reader going away (ls | head)
     _run.py        run and resume (--spec adopts a spec)
+    _adopt.py      adopt: record a spec for sessions without running them
     _status.py     their progress: a live status line on a terminal, plain lines otherwise
     _times.py      times with their date and zone, spans, wakes relative to now
+    _view.py       a session as ls and show present it: status, activity, blocked, budgets
     _ls.py         ls (with its filters)
     _show.py       show (the timeline, and --follow)
     _inspect.py    inject, pause, unpause, stop

@@ -185,8 +185,8 @@ async def spec_of_session(
         raise CliError(
             f"spec file {path} differs from the one session {key} recorded "
             f"({_short(recorded)}, here {_short(spec.identity)}): this worker leaves it; "
-            f"deploy the recorded spec here, or adopt this one with "
-            f"autonomous resume {key} --spec {path}"
+            f"deploy the recorded spec here, or record this one for the session (it runs "
+            f"nothing) with autonomous adopt --spec {path} {key}"
         )
     return spec
 
@@ -205,7 +205,18 @@ async def adopt_spec(log: EventLog, key: SessionKey, path: str) -> AgentSpec:
     recorded; the same path and identity as the recorded ones record nothing new.
     """
     await require_session(log, key)
-    spec = load_spec_or_fail(path)
+    spec, _ = await adopt_loaded(log, key, load_spec_or_fail(path))
+    return spec
+
+
+async def adopt_loaded(log: EventLog, key: SessionKey, spec: AgentSpec) -> tuple[AgentSpec, bool]:
+    """Record ``spec`` (loaded and checked) as the session's spec from now on, its model
+    override kept; the spec as the session runs it, and whether anything was recorded (not
+    when the session records this path and identity already).
+
+    A spec whose tools or model do not import is refused (a :class:`CliError`), nothing
+    recorded.
+    """
     note = await spec_note(log, key)
     model = note.get("model") if note else None
     model = model if isinstance(model, str) else None
@@ -214,12 +225,13 @@ async def adopt_spec(log: EventLog, key: SessionKey, path: str) -> AgentSpec:
     with cli_errors():  # its tools and model import now: a broken spec is never recorded
         spec.build_function(SessionRef(log, key.app, key.user, key.session_id))
     if (
-        note is None
-        or note["spec"] != str(spec.path.absolute())
-        or note.get("digest") != spec.identity
+        note is not None
+        and note["spec"] == str(spec.path.absolute())
+        and note.get("digest") == spec.identity
     ):
-        await record_spec(log, key, spec, model)
-    return spec
+        return spec, False
+    await record_spec(log, key, spec, model)
+    return spec, True
 
 
 def load_session_spec(path: str, model: str | None) -> AgentSpec:

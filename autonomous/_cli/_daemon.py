@@ -18,8 +18,8 @@ log, so it survives its own restart:
   a process of this host that has exited, or one past its expiry, is taken over;
 - a session whose resume failed (a missing spec, a build error, a spec or schema this worker
   cannot run) is reported once, its lease released at once for another worker, and not tried
-  here again until its latest checkpoint changes (``autonomous resume SESSION --spec PATH``
-  adopts a moved spec);
+  here again until its latest checkpoint changes or a spec is adopted for it (``autonomous
+  adopt --spec PATH SESSION`` records an edited or moved spec without running the session);
 - a store that does not answer for a while (a restart, a failover) does not end the daemon:
   ``store_unavailable`` is reported once, the claims are tried again each poll, and
   ``store_available`` is reported when they succeed; a run that the store failed for a moment
@@ -51,7 +51,9 @@ from eventlog import (
     SCHEMA_VERSION,
     Checkpoint,
     Claim,
+    CorruptEvent,
     Event,
+    EventKind,
     EventLog,
     EventLogError,
     LeaseHolder,
@@ -95,6 +97,16 @@ class _Retry:
 
     at: datetime
     delay: float
+
+
+@attrs.frozen
+class _Failed:
+    """Where a session's resume failed: its checkpoint's seq and the seq of its newest note
+    then. It is not tried again until one of them changes: a new checkpoint, or a spec
+    adopted for it (``autonomous adopt``, ``resume --spec``: a note)."""
+
+    checkpoint_seq: int
+    note_seq: int
 
 
 @contextlib.asynccontextmanager
@@ -141,7 +153,7 @@ class Daemon:
         self._held: dict[SessionKey, AdoptedLease] = {}  # the running sessions, by key
         self._holding = anyio.Event()  # set when a lease is held: the heartbeat starts
         self._specs = SpecCache()  # each spec file parsed, validated and built once per version
-        self._failed: dict[SessionKey, int] = {}  # the checkpoint seq a resume failed on
+        self._failed: dict[SessionKey, _Failed] = {}  # where a resume failed, not to retry
         self._retry: dict[SessionKey, _Retry] = {}  # ended by the store failing for a moment
         self._paused: set[SessionKey] = set()  # reported paused, not run until unpaused
         self._paused_looked: datetime | None = None  # when the paused ones were last listed
@@ -198,7 +210,7 @@ class Daemon:
         started = 0
         for claim in claims:
             key = claim.summary.key
-            if self._left_alone(claim.summary, now):
+            if await self._left_alone(claim.summary, now):
                 await self._release(key, AdoptedLease(claim.lease))
             elif len(self._held) < self._max:
                 self._start(runs, claim)
@@ -211,17 +223,30 @@ class Daemon:
             return False
         return True
 
-    def _left_alone(self, summary: Summary, now: datetime) -> bool:
-        """Whether a claimed session is let go at once: its resume failed at this checkpoint,
-        ``once`` ran it already, or the store failed its last run for a moment and its wait
-        is not over."""
+    async def _left_alone(self, summary: Summary, now: datetime) -> bool:
+        """Whether a claimed session is let go at once: its resume failed at this checkpoint
+        and no spec was adopted for it since, ``once`` ran it already, or the store failed its
+        last run for a moment and its wait is not over."""
         key = summary.key
         retry = self._retry.get(key)
-        return (
-            self._failed.get(key) == summary.checkpoint_seq
-            or key in self._ran
-            or (retry is not None and now < retry.at)
-        )
+        if key in self._ran or (retry is not None and now < retry.at):
+            return True
+        failed = self._failed.get(key)
+        if failed is None or failed.checkpoint_seq != summary.checkpoint_seq:
+            return False
+        if failed.note_seq == await self._note_seq(key):
+            return True
+        del self._failed[key]  # a spec adopted since: try it
+        return False
+
+    async def _note_seq(self, key: SessionKey) -> int:
+        """The seq of the session's newest note (0: none; -1: not readable here, a newer
+        schema's, say): a spec adopted for it is one."""
+        try:
+            notes = await self._log.read_last(key, [EventKind.NOTE], 1)
+        except CorruptEvent:  # the resume reports what is wrong with the session
+            return -1
+        return notes[-1].seq if notes else 0
 
     async def _claim_due(self, now: datetime, limit: int) -> list[Claim]:
         """The store's claim, shielded so that its result is known: on a shutdown meanwhile,
@@ -314,6 +339,8 @@ class Daemon:
         retry: float | None = None
         try:
             try:
+                # before the spec is read: a spec adopted after this read is tried again
+                note_seq = await self._note_seq(key)
                 spec, result = await self._run(summary, adopted)
             except anyio.get_cancelled_exc_class():
                 with anyio.CancelScope(shield=True), anyio.move_on_after(_HAND_BACK_TIMEOUT):
@@ -322,7 +349,7 @@ class Daemon:
             except Exception as exc:
                 # Marked before the release, whose notification wakes the claims: they must
                 # find the session failed (or waiting), never start it again at once.
-                retry = self._mark_failed(summary, exc)
+                retry = self._mark_failed(summary, exc, note_seq)
                 raise
             finally:
                 await self._release(key, adopted)  # at once: the hook may take a while
@@ -336,9 +363,10 @@ class Daemon:
             self._retry.pop(key, None)
             await self._finished(key, spec, result)
 
-    def _mark_failed(self, summary: Summary, exc: Exception) -> float | None:
+    def _mark_failed(self, summary: Summary, exc: Exception, note_seq: int) -> float | None:
         """Keep a session whose resume failed from starting again at once; the seconds until
-        it is tried again, or None: not here until its checkpoint changes.
+        it is tried again, or None: not here until its checkpoint changes or a spec is adopted
+        for it (a note after ``note_seq``, its newest note before the resume).
 
         A store that failed for a moment (``StoreUnavailable.transient``: a connection lost,
         a server restarting) is not the session's fault: it is tried again a poll later, then
@@ -353,7 +381,7 @@ class Daemon:
             delay = self._poll if last is None else min(last.delay * 2, most)
             self._retry[key] = _Retry(self._clock.now() + timedelta(seconds=delay), delay)
             return delay
-        self._failed[key] = summary.checkpoint_seq
+        self._failed[key] = _Failed(summary.checkpoint_seq, note_seq)
         return None
 
     async def _release(self, key: SessionKey, adopted: AdoptedLease) -> None:

@@ -18,6 +18,7 @@ import structlog
 from eventlog import EventLogError, LeaseLost, SessionFinished, SessionLocked
 
 from .._errors import AutonomousError
+from ._adopt import add_adopt_options, cmd_adopt
 from ._common import CliError, emit_json, single
 from ._daemon import add_daemon_options, cmd_daemon
 from ._exits import Exit, for_signal, help_text
@@ -123,6 +124,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     add_budget_overrides(p)
 
+    add_adopt_options(
+        add(
+            "adopt",
+            "record a spec file (edited, or moved) as the spec of sessions, without running"
+            " them; the daemon then runs them when due",
+        )
+    )
+
     add_ls_options(add("ls", "list sessions: status, stop reason, turns, cost, next wake, holder"))
 
     add_show_options(add("show", "print the timeline of a session's events"))
@@ -215,6 +224,7 @@ COMMANDS: dict[str, Command] = {
     "validate": cmd_validate,
     "run": cmd_run,
     "resume": cmd_resume,
+    "adopt": cmd_adopt,
     "ls": cmd_ls,
     "show": cmd_show,
     "inject": cmd_inject,
