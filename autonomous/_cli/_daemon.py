@@ -70,6 +70,7 @@ from .._driver import resume_autonomous
 from .._durable import AdoptedLease, StoreWatch, store_watch
 from .._logging import get_logger
 from .._result import RunResult
+from ._budgets import budgets_in_force, recorded_budgets, resume_options
 from ._common import CliError, open_log, prepare_litellm, spec_of_session, usd
 from ._durations import duration_arg
 from ._exits import for_signal
@@ -415,7 +416,8 @@ class Daemon:
             self._report("hook_failed", session=str(key), error=failure)
 
     async def _run(self, summary: Summary, adopted: AdoptedLease) -> tuple[AgentSpec, RunResult]:
-        """Load the session's spec and resume it on the claimed lease, with the spec's options."""
+        """Load the session's spec and resume it on the claimed lease, with the spec's options
+        but its budgets: the session's own (see :mod:`._budgets`)."""
         key = summary.key
         # as strict as `run`: a spec edited into errors (spec_of_session validates it), an ask
         # gate (no terminal here) or an unpriced cost cap is a failure reported once, not a run;
@@ -424,8 +426,9 @@ class Daemon:
         try:
             spec = await spec_of_session(self._log, key, changed="refuse", load=self._specs.load)
             await prepare_litellm(spec)
-            options = spec.run_options()
-            refusals(spec, options, None)
+            recorded = await recorded_budgets(self._log, key)  # the session's, not the spec's
+            options = resume_options(spec.run_options(), {}, recorded)
+            refusals(spec, {**options, **budgets_in_force(recorded, options)}, None)
             ref = SessionRef(log=self._log, app=key.app, user=key.user, session_id=key.session_id)
             build = self._specs.builder(spec)(ref)
             return spec, await resume_autonomous(build, ref, lease=adopted, **options)

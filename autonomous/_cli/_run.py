@@ -14,13 +14,22 @@ from typing import Any
 
 import attrs
 
-from eventlog import Checkpoint, EventLog, SessionKey, SessionLocked, SessionRef, utcnow
+from eventlog import (
+    Budgets,
+    Checkpoint,
+    EventLog,
+    SessionKey,
+    SessionLocked,
+    SessionRef,
+    utcnow,
+)
 from permissions import Prompter, TerminalPrompter
 
 from .._driver import resume_autonomous, run_autonomous
 from .._options import make_options
 from .._result import RunResult, StopReason
 from .._session_state import session_state
+from ._budgets import budgets_in_force, recorded_budgets, resume_options
 from ._common import (
     CliError,
     adopt_spec,
@@ -83,22 +92,56 @@ def refusals(spec: AgentSpec, options: Mapping[str, Any], prompter: Prompter | N
         raise CliError(f"{_at(spec, 'budgets.max_cost_usd')}: {why}")
 
 
-def _options(spec: AgentSpec, args: argparse.Namespace) -> dict[str, Any]:
-    """The spec's run options with the command line's overrides, checked before any write."""
-    prompter: Prompter | None = TerminalPrompter() if sys.stdin.isatty() else None
-    options = spec.run_options(prompter=prompter)
-    overrides = {
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The budgets the command line sets (``--max-turns`` ...), by their option names."""
+    given = {
         "max_turns": args.max_turns,
         "max_cost_usd": args.max_cost,
         "max_wallclock": args.max_wallclock,
     }
-    options.update({k: v for k, v in overrides.items() if v is not None})
-    refusals(spec, options, prompter)
+    return {name: value for name, value in given.items() if value is not None}
+
+
+def _prompter() -> Prompter | None:
+    """Who answers an ``ask`` gate: this terminal, when standard input is one."""
+    return TerminalPrompter() if sys.stdin.isatty() else None
+
+
+def _options(spec: AgentSpec, args: argparse.Namespace) -> dict[str, Any]:
+    """A new session's run options: the spec's, with the command line's overrides, checked
+    before any write."""
+    prompter = _prompter()
+    options = spec.run_options(prompter=prompter)
+    options.update(_overrides(args))
+    _check(spec, options, options, prompter)
+    return options
+
+
+def _resume_options(
+    spec: AgentSpec, args: argparse.Namespace, recorded: Budgets | None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A resume's run options (:func:`resume_options`: the session's budgets stay its own),
+    and the same with the budgets in force, for the progress lines; checked before any
+    write."""
+    prompter = _prompter()
+    options = resume_options(spec.run_options(prompter=prompter), _overrides(args), recorded)
+    shown = {**options, **budgets_in_force(recorded, options)}
+    _check(spec, options, shown, prompter)
+    return options, shown
+
+
+def _check(
+    spec: AgentSpec,
+    options: Mapping[str, Any],
+    in_force: Mapping[str, Any],
+    prompter: Prompter | None,
+) -> None:
+    """Refuse options that cannot work (``in_force``: with the budgets the run will have)."""
+    refusals(spec, in_force, prompter)
     with cli_errors():  # misuse (a bad option, a gate that would deadlock) before any write
-        opts = make_options(options)
+        opts = make_options(dict(options))
         if opts.permissions_gate is not None:
             opts.permissions_gate.startup_check()
-    return options
 
 
 async def cmd_run(args: argparse.Namespace) -> int:
@@ -132,13 +175,13 @@ async def cmd_resume(args: argparse.Namespace) -> int:
         # both as strict as validate (a spec with errors is never recorded nor run)
         spec = await (adopt_spec(log, key, args.spec) if args.spec else spec_of_session(log, key))
         await prepare_litellm(spec)
-        options = _options(spec, args)
+        options, in_force = _resume_options(spec, args, await recorded_budgets(log, key))
         ref = SessionRef(log=log, app=key.app, user=key.user, session_id=key.session_id)
         with cli_errors():
             build = spec.build_function(ref)
         latest = await log.latest_checkpoint(key)
         start = latest.payload if latest and isinstance(latest.payload, Checkpoint) else None
-        progress = options["progress"] = _printer(args, options, start)
+        progress = options["progress"] = _printer(args, in_force, start)
         _announce(args, f"resuming session {key} from {spec.path}")
         try:
             with progress or nullcontext():
