@@ -69,7 +69,7 @@ from scheduler import Clock, SystemClock
 from .._driver import resume_autonomous
 from .._durable import AdoptedLease, StoreWatch, store_watch
 from .._logging import get_logger
-from .._result import RunResult
+from .._result import RunResult, StopReason
 from ._budgets import budgets_in_force, recorded_budgets, resume_options
 from ._common import CliError, open_log, prepare_litellm, spec_of_session, usd
 from ._durations import duration_arg
@@ -401,17 +401,22 @@ class Daemon:
                 _log.warning("lease_release_failed", error=type(exc).__name__)
 
     async def _finished(self, key: SessionKey, spec: AgentSpec, result: RunResult) -> None:
-        """Report a run that returned, and run the spec's on_exit hook for it."""
+        """Report a run that returned (``failed``, with its error, when the retry policy gave
+        up on it; else ``finished``), and run the spec's on_exit hook for it."""
+        latest = await self._log.latest_checkpoint(key)
+        cp = latest.payload if latest is not None else None
+        summary = result_summary(key, result, cp if isinstance(cp, Checkpoint) else None)
         wake = result.next_wake_at
         self._report(
-            "finished",
+            "failed" if result.reason == StopReason.RETRY_POLICY_ABORTED else "finished",
             session=str(key),
             reason=result.reason.value,
             turns=result.turns,
             cost_usd=usd(result.cost_usd),
             next_wake_at=wake.isoformat() if wake else None,
+            error=summary["error"],
         )
-        failure = await spec_hook(spec, result_summary(key, result), clock=self._clock)
+        failure = await spec_hook(spec, summary, clock=self._clock)
         if failure is not None:
             self._report("hook_failed", session=str(key), error=failure)
 

@@ -231,7 +231,10 @@ async def _finish(
     spec's on_exit hook when the run returned (its failure is a warning, never the status)."""
     latest = await log.latest_checkpoint(key)
     cp = latest.payload if latest is not None else None
-    summary = result_summary(key, result) if result is not None else checkpoint_summary(key, cp)
+    own = cp if isinstance(cp, Checkpoint) else None
+    summary = (
+        result_summary(key, result, own) if result is not None else checkpoint_summary(key, cp)
+    )
     summary["priced"] = not (isinstance(cp, Checkpoint) and cp.unpriced)
     if args.json:
         emit_json(summary)
@@ -244,8 +247,16 @@ async def _finish(
     return for_reason(summary["reason"])
 
 
-def result_summary(key: SessionKey, result: RunResult) -> dict[str, Any]:
-    """What ``run --json`` prints: the RunResult as a JSON-ready dict, with the session."""
+def result_summary(
+    key: SessionKey, result: RunResult, cp: Checkpoint | None = None
+) -> dict[str, Any]:
+    """What ``run --json`` prints: the RunResult as a JSON-ready dict, with the session.
+
+    ``cp``, the run's final checkpoint, gives the error as the runtime recorded it (bounded,
+    its secrets masked) when it has one; else it is the result's own, as ``Type: message``.
+    """
+    recorded = cp.error if cp is not None else ""
+    raised = f"{type(result.error).__name__}: {result.error}" if result.error else None
     return {
         "session": str(key),
         "reason": result.reason.value,
@@ -260,7 +271,7 @@ def result_summary(key: SessionKey, result: RunResult) -> dict[str, Any]:
         "next_wake_at": result.next_wake_at.isoformat() if result.next_wake_at else None,
         "outcome": result.outcome,
         "result": result.result,
-        "error": f"{type(result.error).__name__}: {result.error}" if result.error else None,
+        "error": recorded or raised,
     }
 
 
@@ -282,7 +293,7 @@ def checkpoint_summary(key: SessionKey, cp: Any) -> dict[str, Any]:
         "next_wake_at": wake.isoformat() if wake else None,
         "outcome": cp.outcome if ok else None,
         "result": cp.result if ok else None,
-        "error": None,
+        "error": (cp.error or None) if ok else None,
     }
 
 
