@@ -146,13 +146,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_control_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> None:
-    """inject, pause, unpause and stop: the commands that control a session from here."""
+    """inject, pause, unpause, stop and wake: the commands that control a session from here."""
     p = add("inject", "queue an inbox message for a session (running or not)")
     p.add_argument("session", help="app/user/session_id, or a session id unique in the log")
     p.add_argument("text", help="the message")
     _caller_options(p)
     p.add_argument("--admin", action="store_true", help="the sender is an admin")
     p.add_argument("--label", action="append", metavar="K=V", help="a label of the sender")
+    p.add_argument(
+        "--wake",
+        action="store_true",
+        help="also wake the session (as `autonomous wake`): a deferred one does not wait for"
+        " its wake time",
+    )
 
     for name, text in (
         ("pause", "ask a session to pause at its next turn boundary"),
@@ -162,6 +168,11 @@ def _add_control_commands(add: Callable[[str, str], argparse.ArgumentParser]) ->
             "stop a session: a running one ends at its next step (context_cancelled); the stop"
             " sticks: the daemon leaves the session and `resume` refuses it, until"
             " `autonomous resume SESSION --force`",
+        ),
+        (
+            "wake",
+            "end a session's wait for its wake time: a sleeping run goes on at once, a"
+            " deferred session's next resume does not wait",
         ),
     ):
         p = add(name, text)
@@ -231,6 +242,7 @@ COMMANDS: dict[str, Command] = {
     "pause": cmd_control,
     "unpause": cmd_control,
     "stop": cmd_control,
+    "wake": cmd_control,
     "daemon": cmd_daemon,
     "prune": cmd_prune,
 }
