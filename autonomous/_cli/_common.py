@@ -11,7 +11,6 @@ import socket
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from decimal import Decimal
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Protocol, Self, TypeVar
@@ -32,6 +31,7 @@ from eventlog import (
 
 from .._errors import ConfigurationError
 from .._models._import import import_litellm
+from ._decimals import decimal_text
 from ._exits import Exit
 from ._spec import AgentSpec
 from ._validate import validated_spec
@@ -280,25 +280,6 @@ def holder_gone(holder: str) -> bool:
     if host != socket.gethostname() or not pid_text.isdigit() or int(pid_text) <= 0:
         return False
     return not process_alive(int(pid_text))  # a zombie counts as gone, as for the store
-
-
-#: Dollar amounts are rounded to this many decimal places (a ten-billionth of a dollar) where
-#: they are shown: the float noise of a sum (2.7000000000000002e-05) goes, every real cost stays.
-USD_PLACES = 10
-
-
-def usd(amount: float) -> float:
-    """A dollar amount without float noise (rounded to :data:`USD_PLACES` places)."""
-    return round(amount, USD_PLACES)
-
-
-def decimal_text(number: float) -> str:
-    """A float in positional notation, as short as its repr: ``0.000027``, not ``2.7e-05``
-    (a magnitude of 1e16 or more, or one not finite, as its repr)."""
-    text = repr(number)
-    if "e" not in text or not math.isfinite(number) or abs(number) >= 1e16:
-        return text
-    return format(Decimal(text), "f")
 
 
 def json_text(value: Any) -> str:

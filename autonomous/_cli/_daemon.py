@@ -71,10 +71,11 @@ from .._durable import AdoptedLease, StoreWatch, store_watch
 from .._logging import get_logger
 from .._result import RunResult, StopReason
 from ._budgets import budgets_in_force, recorded_budgets, resume_options
-from ._common import CliError, open_log, prepare_litellm, spec_of_session, usd
+from ._common import CliError, open_log, prepare_litellm, spec_of_session
+from ._decimals import usd
 from ._durations import duration_arg
 from ._exits import for_signal
-from ._hooks import spec_hook
+from ._hooks import hook_timeout, spec_hook
 from ._jsonlines import Report, json_lines_logging, reporter
 from ._run import refusals, result_summary
 from ._signals import until_signal
@@ -512,6 +513,10 @@ async def cmd_daemon(args: argparse.Namespace) -> int:
         if not getattr(args, name) > 0:
             print(f"error: --{name.replace('_', '-')} must be > 0 seconds", file=sys.stderr)
             return 2
+    try:  # read again for each hook: refused here, at once, rather than at each run's end
+        hook_timeout()
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     if args.json:  # one stream of JSON lines on stdout: the reports and every log
         json_lines_logging(args.verbose)
     report = reporter(args.json, utc=args.utc)

@@ -17,7 +17,8 @@ from typing import Any
 
 import structlog
 
-from ._common import decimal_text, emit_json
+from ._common import emit_json
+from ._decimals import decimal_text
 from ._times import show_time
 
 #: ``report(event, **fields)``: how the daemon tells what it does.

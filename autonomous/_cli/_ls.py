@@ -9,7 +9,8 @@ from typing import Any
 
 from eventlog import utcnow
 
-from ._common import emit_json, open_log, usd
+from ._common import emit_json, open_log
+from ._decimals import usd
 from ._exits import Exit
 from ._times import cutoff, show_span, show_wake, since_arg
 from ._view import (

@@ -40,8 +40,8 @@ from ._common import (
     record_spec,
     resolve_session,
     spec_of_session,
-    usd,
 )
+from ._decimals import usd
 from ._durations import duration_arg
 from ._exits import Exit, for_reason, for_signal
 from ._hooks import spec_hook

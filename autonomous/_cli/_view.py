@@ -26,7 +26,8 @@ from eventlog import (
     SessionSummary,
 )
 
-from ._common import holder_gone, spec_note, usd
+from ._common import holder_gone, spec_note
+from ._decimals import usd
 from ._spec import file_identity
 
 #: The words ``ls`` shows for a session's state (what ``--status`` takes).

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from autonomous._cli._common import decimal_text, json_text, usd
+from autonomous._cli._common import json_text
+from autonomous._cli._decimals import decimal_text, usd
 from autonomous._cli._hooks import hook_environment
 from eventlog import Checkpoint
 
