@@ -37,6 +37,7 @@ from eventlog import (
 )
 
 from ._common import CliError, emit_json, one_line, open_log, resolve_session
+from ._decimals import decimal_text, usd
 from ._exits import Exit, for_signal
 from ._ls import activity_text, cost_text, summary_dict
 from ._signals import until_signal
@@ -262,6 +263,8 @@ def describe(payload: Any, *, utc: bool = False) -> str:
     if isinstance(payload, PermissionDecision):
         verdict = "allowed" if payload.allowed else "denied"
         return f"[turn {payload.turn}] {payload.tool} {verdict}: {payload.reason}"
+    if isinstance(payload, Budgets):
+        return f"budgets: {caps_text(payload)}"
     if isinstance(payload, Note):
         return f"{payload.text} {key_values(payload.data)}" if payload.data else payload.text
     if attrs.has(type(payload)):  # a payload kind this code does not describe yet
@@ -300,7 +303,25 @@ def _describe_checkpoint(cp: Checkpoint, *, utc: bool) -> str:
         parts.append(f"wake={show_time(cp.next_wake_at, utc=utc)}")
     if cp.done_detail:
         parts.append(f"detail={json.dumps(cp.done_detail, ensure_ascii=False)}")
+    if cp.error:
+        parts.append(f"error={json.dumps(cp.error, ensure_ascii=False)}")
     return " ".join(parts)
+
+
+def caps_text(budgets: Budgets) -> str:
+    """The caps that are set, in words: ``5 turns, $0.5, 1m 00s of wall-clock per run``."""
+    parts = []
+    if budgets.max_turns:
+        parts.append(f"{budgets.max_turns} turns")
+    if budgets.max_input_tokens:
+        parts.append(f"{budgets.max_input_tokens:,} input tokens")
+    if budgets.max_output_tokens:
+        parts.append(f"{budgets.max_output_tokens:,} output tokens")
+    if budgets.max_cost_usd:
+        parts.append(f"${decimal_text(usd(budgets.max_cost_usd))}")
+    if budgets.max_wallclock:
+        parts.append(f"{show_span(budgets.max_wallclock)} of wall-clock per run")
+    return ", ".join(parts) or "no caps"
 
 
 def _by(caller: Originator | None) -> str:

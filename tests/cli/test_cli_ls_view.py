@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from autonomous._cli._show import describe
 from autonomous._cli._view import Activity, activity_from
 from eventlog import (
     AssistantMessage,
@@ -258,3 +259,19 @@ class TestShow:
         """No budgets recorded: it says so."""
         append_events(agent_dir, "o2", Checkpoint(1, 10, 5, 0.0, "", "completed"))
         assert "budgets   none recorded" in cli(agent_dir, "show", "o2").stdout
+
+
+class TestTimelineWords:
+    """How the timeline says a budgets event and a failed checkpoint."""
+
+    def test_a_budgets_event_names_each_cap(self) -> None:
+        """The caps that are set, in words; none set: no caps."""
+        assert "budgets: 5 turns, 100 output tokens, $0.5, 1m 00s of wall-clock per run" == (
+            describe(BUDGETS)
+        )
+        assert "budgets: no caps" == describe(Budgets())
+
+    def test_a_checkpoint_says_its_error(self) -> None:
+        """A checkpoint with an error ends with it, quoted."""
+        cp = Checkpoint(3, 10, 5, 0.0, "", "retry_policy_aborted", error="OSError: disk gone")
+        assert describe(cp).endswith('error="OSError: disk gone"'), describe(cp)
