@@ -108,13 +108,13 @@ def tokens_text(input_tokens: int, cached_input_tokens: int, output_tokens: int)
 
 
 def activity_text(activity: Activity, now: datetime, *, utc: bool) -> str:
-    """What a running session does, and since when: ``running check_disk for 12s``,
-    ``sleeping until in 4m 00s (...)``."""
+    """What a running session does, for how long, and when it wakes: ``running check_disk
+    for 12s``, ``sleeping for 5s, wakes in 4m 00s (2026-12-01 16:05:00 +00:00)``."""
     text = activity.text
-    if activity.until is not None:
-        text += f" until {show_wake(activity.until, now, utc=utc)}"
     if activity.since is not None:
         text += f" for {show_span((now - activity.since).total_seconds())}"
+    if activity.until is not None:
+        text += f", wakes {show_wake(activity.until, now, utc=utc)}"
     return text
 
 

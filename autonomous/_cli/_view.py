@@ -159,6 +159,10 @@ async def _identity_of(path: str) -> str | None:
         return None
 
 
+#: What :func:`checkpoint_of` finds on a summary that carries no checkpoint field.
+_UNREAD = object()
+
+
 async def checkpoint_of(log: EventLog, summary: SessionSummary) -> Checkpoint | None:
     """The session's latest checkpoint: the one its summary carries when the store fills it
     in (``SessionSummary.checkpoint``), else read (an indexed read)."""
@@ -169,9 +173,6 @@ async def checkpoint_of(log: EventLog, summary: SessionSummary) -> Checkpoint | 
         return None
     event = await log.latest_checkpoint(summary.key)
     return event.payload if event is not None and isinstance(event.payload, Checkpoint) else None
-
-
-_UNREAD = object()
 
 
 @attrs.frozen
@@ -236,7 +237,7 @@ def _after_checkpoint(cp: Checkpoint, at: datetime, calling: str) -> Activity:
     wake = cp.next_wake_at
     if cp.stop_reason is not None:  # an earlier run's end: a run has just taken it
         if cp.stop_reason == "deferred" and wake is not None:
-            return Activity("waiting", "waiting for its wake time", None, wake)
+            return Activity("waiting", "waiting", None, wake)
         return Activity("starting", "starting")
     if cp.paused:
         return Activity("paused", "paused", at)

@@ -5,6 +5,7 @@ behind a failed one, its budgets and what is left of them, and ``--json`` rows a
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -88,9 +89,7 @@ class TestActivityFrom:
         other earlier end: it is starting. Never the old stop reason."""
         wake = T0 + timedelta(hours=1)
         deferred = Checkpoint(2, 10, 5, 0.0, "wake up", "deferred", wake)
-        assert Activity("waiting", "waiting for its wake time", None, wake) == activity_from(
-            [at(0, deferred)]
-        )
+        assert Activity("waiting", "waiting", None, wake) == activity_from([at(0, deferred)])
         budget = Checkpoint(2, 10, 5, 0.0, "continue", "max_turns_exceeded")
         assert Activity("starting", "starting") == activity_from([at(0, budget)])
         assert Activity("starting", "starting") == activity_from([])
@@ -129,6 +128,16 @@ class TestRunningSessions:
         line = line_of(agent_dir, "r1")
         assert "running check_disk for 1m 3" in line, line  # 1m 30s, give or take a second
         assert "deferred" not in line
+
+    def test_a_sleeping_session_says_for_how_long_and_when_it_wakes(self, agent_dir: Path) -> None:
+        """A run sleeping (its checkpoint has a wake time, no stop reason): the DETAIL cell
+        says for how long it has slept and when it wakes, relative and absolute."""
+        wake = utcnow() + timedelta(minutes=10)
+        slept = Checkpoint(1, 10, 5, 0.0, "wake up", next_wake_at=wake)
+        append_events(agent_dir, "s1", slept, at=utcnow() - timedelta(seconds=65))
+        hold(agent_dir, "s1")
+        line = line_of(agent_dir, "s1")
+        assert re.search(r"sleeping for 1m 0\ds, wakes in (9m 5\ds|10m 00s) \(", line), line
 
     def test_a_session_at_rest_has_no_activity(self, agent_dir: Path) -> None:
         """A session nobody holds shows its stop reason in DETAIL, and no activity."""
