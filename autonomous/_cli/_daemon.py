@@ -339,6 +339,7 @@ class Daemon:
         wake = summary.next_wake_at
         self._report("resuming", session=str(key), due=wake.isoformat() if wake else None)
         retry: float | None = None
+        note_seq = 0  # a failure to read it fails the resume, tried again once it reads
         try:
             try:
                 # before the spec is read: a spec adopted after this read is tried again

@@ -441,6 +441,31 @@ class TestSpecIdentity:
         assert all("connection lost" in f["error"] for f in fleet.events("failed"))
 
     @pytest.mark.anyio
+    async def test_a_store_failing_the_first_read_of_a_resume_is_reported_as_such(
+        self, in_process: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The store fails the resume's first read (its newest note) for a moment: the
+        failure reported is the store's, tried again a poll later, and the session runs."""
+        fleet = await deferred_fleet(in_process, ["b3"])
+        lost = [StoreUnavailable("connection lost", transient=True)]
+        read_last = fleet.log.read_last
+
+        async def failing_once(key: SessionKey, kinds: Any, limit: int) -> list[Event]:
+            if lost and EventKind.NOTE in kinds:
+                raise lost.pop()
+            return list(await read_last(key, kinds, limit))
+
+        monkeypatch.setattr(fleet.log, "read_last", failing_once)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(fleet.daemon.serve)
+            await until(lambda: len(fleet.events("failed")) == 1)
+            fleet.clock.advance(10)
+            await until(lambda: _async_len_at_least(fleet.turns("b3"), 3))
+            tg.cancel_scope.cancel()
+        ((failed),) = fleet.events("failed")
+        assert ("connection lost", 10) == (failed["error"].split(": ")[-1], failed["retry_in"])
+
+    @pytest.mark.anyio
     async def test_a_run_the_store_refused_is_not_tried_again(self, in_process: Path) -> None:
         """A failure that is not the store's for a moment (one only an operator can mend) is
         reported once, without a retry, and the session left alone here."""
