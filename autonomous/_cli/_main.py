@@ -20,7 +20,7 @@ from eventlog import EventLogError, LeaseLost, SessionFinished, SessionLocked
 from .._errors import AutonomousError
 from ._adopt import add_adopt_options, cmd_adopt
 from ._common import CliError, emit_json, single
-from ._daemon import add_daemon_options, cmd_daemon
+from ._daemon_command import add_daemon_options, cmd_daemon
 from ._exits import Exit, for_signal, help_text
 from ._inspect import cmd_control, cmd_inject
 from ._ls import add_ls_options, cmd_ls
@@ -102,6 +102,30 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("validate", "check an agent spec statically (errors and warnings)")
     p.add_argument("spec", help="the agent spec (TOML)")
 
+    _add_run_commands(add)
+
+    add_ls_options(
+        add(
+            "ls",
+            "list sessions: status, what each does now or why it stopped, turns, tokens,"
+            " cost, next wake, holder",
+        )
+    )
+
+    add_show_options(add("show", "print the timeline of a session's events"))
+
+    _add_control_commands(add)
+
+    add_prune(add("prune", "drop the old events of finished sessions, keeping their summaries"))
+
+    p = add("daemon", "resume sessions when they are due, until interrupted")
+    add_daemon_options(p)
+    return parser
+
+
+def _add_run_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    """run, resume and adopt: the commands that start a session, go on with one, or say which
+    spec it runs."""
     p = add("run", "start a new session from an agent spec and run it here")
     p.add_argument("spec", help="the agent spec (TOML)")
     p.add_argument("--goal", help="the goal (default: the spec's goal)")
@@ -131,18 +155,6 @@ def build_parser() -> argparse.ArgumentParser:
             " them; the daemon then runs them when due",
         )
     )
-
-    add_ls_options(add("ls", "list sessions: status, stop reason, turns, cost, next wake, holder"))
-
-    add_show_options(add("show", "print the timeline of a session's events"))
-
-    _add_control_commands(add)
-
-    add_prune(add("prune", "drop the old events of finished sessions, keeping their summaries"))
-
-    p = add("daemon", "resume sessions when they are due, until interrupted")
-    add_daemon_options(p)
-    return parser
 
 
 def _add_control_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> None:
