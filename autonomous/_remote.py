@@ -1,4 +1,5 @@
-"""Control a session from any process that can open its event log: inject, pause, resume, stop.
+"""Control a session from any process that can open its event log: inject, pause, resume, stop,
+wake.
 
 A run watches its session's log for these events and obeys them (within about a second), the
 same way it obeys its in-process handle; a session that is not running finds them when it is
@@ -33,9 +34,19 @@ def _author(via: str, caller: Caller | None) -> str:
 
 
 async def send_inject(
-    log: EventLog, key: SessionKey, text: str, *, caller: Caller | None = None, via: str = "remote"
+    log: EventLog,
+    key: SessionKey,
+    text: str,
+    *,
+    caller: Caller | None = None,
+    via: str = "remote",
+    wake: bool = False,
 ) -> str:
     """Append an inbox message for ``key``; returns its message id. Durable when this returns.
+
+    A running session that sleeps wakes for the message anyway; ``wake`` also appends a wake
+    request with it, in the same append: a session that deferred itself does not wait for its
+    wake time either (as :func:`send_control` with ``"wake"``).
 
     Raises :class:`eventlog.SessionFinished` when the session completed or was stopped for
     good: nobody would ever read the message.
@@ -44,10 +55,13 @@ async def send_inject(
         raise ConfigurationError("inject needs a non-blank message")
     await _refuse_finished(log, key, "inject")
     message_id = new_event_id()
-    event = Event.create(
-        key, InboxQueued(message_id, text, to_originator(caller)), author=_author(via, caller)
-    )
-    await log.append([event])
+    author, originator = _author(via, caller), to_originator(caller)
+    events = [Event.create(key, InboxQueued(message_id, text, originator), author=author)]
+    if wake:
+        events.append(
+            Event.create(key, Control(ControlAction.WAKE.value, originator), author=author)
+        )
+    await log.append(events)
     return message_id
 
 

@@ -1,20 +1,26 @@
 """The ``autonomous`` command: validate, run and resume agent specs; list, show and control
-sessions in an event log; ``daemon``, which resumes sessions when they are due; and ``prune``.
+sessions in an event log (``adopt`` records their spec); ``daemon``, which resumes sessions when
+they are due; and ``prune``.
 
 Map:
     _main.py       the parser, logging set-up and dispatch
     _exits.py      the exit statuses
     _durations.py  durations as people write them (30m, 1h)
-    _common.py     the log, session names, the spec note
+    _common.py     the log, session names, the spec note, JSON output
+    _decimals.py   numbers as shown: costs without float noise, floats positional
     _signals.py    SIGINT and SIGTERM: the first stops the work cleanly, later ones wait for that
     _output.py     standard output and error that survive a reader going away (ls | head)
     _run.py        run and resume (--spec adopts a spec)
+    _budgets.py    the budgets a resume runs under: the session's own
+    _adopt.py      adopt: record a spec for sessions without running them
     _status.py     their progress: a live status line on a terminal, plain lines otherwise
     _times.py      times with their date and zone, spans, wakes relative to now
+    _view.py       a session as ls and show present it: status, activity, blocked, budgets
     _ls.py         ls (with its filters)
     _show.py       show (the timeline, and --follow)
-    _inspect.py    inject, pause, unpause, stop
-    _daemon.py     daemon (--max-concurrent, its polls on a Clock)
+    _inspect.py    inject, pause, unpause, stop, wake
+    _daemon.py     the daemon (--max-concurrent, its polls on a Clock)
+    _daemon_command.py  the daemon command: its options and entry point
     _spec_cache.py the daemon's specs: parsed, validated and built once per file version
     _jsonlines.py  the daemon's report lines; --json: one JSON-lines stream for log shippers
     _hooks.py      the spec's on_exit completion hook

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import socket
@@ -30,6 +31,7 @@ from eventlog import (
 
 from .._errors import ConfigurationError
 from .._models._import import import_litellm
+from ._decimals import decimal_text
 from ._exits import Exit
 from ._spec import AgentSpec
 from ._validate import validated_spec
@@ -137,7 +139,7 @@ async def record_spec(log: EventLog, key: SessionKey, spec: AgentSpec, model: st
     await log.append([LogEvent.create(key, Note(SPEC_NOTE, data), author="cli")])
 
 
-async def _spec_note(log: EventLog, key: SessionKey) -> dict[str, Any] | None:
+async def spec_note(log: EventLog, key: SessionKey) -> dict[str, Any] | None:
     """The data of the session's newest spec note (None when it has none)."""
     for event in reversed(await log.read_last(key, [EventKind.NOTE], 100)):
         payload = event.payload
@@ -163,7 +165,7 @@ async def spec_of_session(
     may have the recorded spec). ``load`` loads the file, with the session's model override
     (:func:`load_session_spec` unless given: a daemon's :class:`~._spec_cache.SpecCache`).
     """
-    note = await _spec_note(log, key)
+    note = await spec_note(log, key)
     if note is None:
         raise CliError(
             f"session {key} records no agent spec (it was not started by `autonomous run`): "
@@ -183,8 +185,8 @@ async def spec_of_session(
         raise CliError(
             f"spec file {path} differs from the one session {key} recorded "
             f"({_short(recorded)}, here {_short(spec.identity)}): this worker leaves it; "
-            f"deploy the recorded spec here, or adopt this one with "
-            f"autonomous resume {key} --spec {path}"
+            f"deploy the recorded spec here, or record this one for the session (it runs "
+            f"nothing) with autonomous adopt --spec {path} {key}"
         )
     return spec
 
@@ -203,8 +205,19 @@ async def adopt_spec(log: EventLog, key: SessionKey, path: str) -> AgentSpec:
     recorded; the same path and identity as the recorded ones record nothing new.
     """
     await require_session(log, key)
-    spec = load_spec_or_fail(path)
-    note = await _spec_note(log, key)
+    spec, _ = await adopt_loaded(log, key, load_spec_or_fail(path))
+    return spec
+
+
+async def adopt_loaded(log: EventLog, key: SessionKey, spec: AgentSpec) -> tuple[AgentSpec, bool]:
+    """Record ``spec`` (loaded and checked) as the session's spec from now on, its model
+    override kept; the spec as the session runs it, and whether anything was recorded (not
+    when the session records this path and identity already).
+
+    A spec whose tools or model do not import is refused (a :class:`CliError`), nothing
+    recorded.
+    """
+    note = await spec_note(log, key)
     model = note.get("model") if note else None
     model = model if isinstance(model, str) else None
     if model is not None:
@@ -212,12 +225,13 @@ async def adopt_spec(log: EventLog, key: SessionKey, path: str) -> AgentSpec:
     with cli_errors():  # its tools and model import now: a broken spec is never recorded
         spec.build_function(SessionRef(log, key.app, key.user, key.session_id))
     if (
-        note is None
-        or note["spec"] != str(spec.path.absolute())
-        or note.get("digest") != spec.identity
+        note is not None
+        and note["spec"] == str(spec.path.absolute())
+        and note.get("digest") == spec.identity
     ):
-        await record_spec(log, key, spec, model)
-    return spec
+        return spec, False
+    await record_spec(log, key, spec, model)
+    return spec, True
 
 
 def load_session_spec(path: str, model: str | None) -> AgentSpec:
@@ -268,9 +282,34 @@ def holder_gone(holder: str) -> bool:
     return not process_alive(int(pid_text))  # a zombie counts as gone, as for the store
 
 
+def json_text(value: Any) -> str:
+    """``value`` as JSON text, as ``json.dumps`` writes it (times and paths as text, anything
+    else by repr), except that every float is written positional (:func:`decimal_text`), so a
+    cost reads ``0.000027``: people read this output too, and jq and json parse it the same."""
+    if isinstance(value, float):
+        return decimal_text(value) if math.isfinite(value) else json.dumps(value)
+    if isinstance(value, dict):
+        items = (f"{_json_key(k)}: {json_text(v)}" for k, v in value.items())
+        return "{" + ", ".join(items) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(json_text(v) for v in value) + "]"
+    if value is None or isinstance(value, str | int):  # bool is an int
+        return json.dumps(value, ensure_ascii=False)
+    return json_text(_json_default(value))
+
+
+def _json_key(key: Any) -> str:
+    """A dict key as JSON text: a string, or a scalar turned into one as ``json.dumps`` does."""
+    if not isinstance(key, str):
+        if key is not None and not isinstance(key, int | float):
+            raise TypeError(f"keys must be str, int, float, bool or None, not {type(key)}")
+        key = json.dumps(key)
+    return json.dumps(key, ensure_ascii=False)
+
+
 def emit_json(value: Any) -> None:
-    """Print ``value`` as one JSON document on standard output."""
-    print(json.dumps(value, default=_json_default, ensure_ascii=False), flush=True)
+    """Print ``value`` as one JSON document on standard output (:func:`json_text`)."""
+    print(json_text(value), flush=True)
 
 
 def _json_default(value: Any) -> Any:

@@ -18,8 +18,8 @@ log, so it survives its own restart:
   a process of this host that has exited, or one past its expiry, is taken over;
 - a session whose resume failed (a missing spec, a build error, a spec or schema this worker
   cannot run) is reported once, its lease released at once for another worker, and not tried
-  here again until its latest checkpoint changes (``autonomous resume SESSION --spec PATH``
-  adopts a moved spec);
+  here again until its latest checkpoint changes or a spec is adopted for it (``autonomous
+  adopt --spec PATH SESSION`` records an edited or moved spec without running the session);
 - a store that does not answer for a while (a restart, a failover) does not end the daemon:
   ``store_unavailable`` is reported once, the claims are tried again each poll, and
   ``store_available`` is reported when they succeed; a run that the store failed for a moment
@@ -36,9 +36,7 @@ log, so it survives its own restart:
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import sys
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 
@@ -51,7 +49,9 @@ from eventlog import (
     SCHEMA_VERSION,
     Checkpoint,
     Claim,
+    CorruptEvent,
     Event,
+    EventKind,
     EventLog,
     EventLogError,
     LeaseHolder,
@@ -67,14 +67,13 @@ from scheduler import Clock, SystemClock
 from .._driver import resume_autonomous
 from .._durable import AdoptedLease, StoreWatch, store_watch
 from .._logging import get_logger
-from .._result import RunResult
-from ._common import CliError, open_log, prepare_litellm, spec_of_session
-from ._durations import duration_arg
-from ._exits import for_signal
+from .._result import RunResult, StopReason
+from ._budgets import budgets_in_force, recorded_budgets, resume_options
+from ._common import CliError, prepare_litellm, spec_of_session
+from ._decimals import usd
 from ._hooks import spec_hook
-from ._jsonlines import Report, json_lines_logging, reporter
+from ._jsonlines import Report
 from ._run import refusals, result_summary
-from ._signals import until_signal
 from ._spec import AgentSpec
 from ._spec_cache import SpecCache
 
@@ -95,6 +94,16 @@ class _Retry:
 
     at: datetime
     delay: float
+
+
+@attrs.frozen
+class _Failed:
+    """Where a session's resume failed: its checkpoint's seq and the seq of its newest note
+    then. It is not tried again until one of them changes: a new checkpoint, or a spec
+    adopted for it (``autonomous adopt``, ``resume --spec``: a note)."""
+
+    checkpoint_seq: int
+    note_seq: int
 
 
 @contextlib.asynccontextmanager
@@ -141,7 +150,7 @@ class Daemon:
         self._held: dict[SessionKey, AdoptedLease] = {}  # the running sessions, by key
         self._holding = anyio.Event()  # set when a lease is held: the heartbeat starts
         self._specs = SpecCache()  # each spec file parsed, validated and built once per version
-        self._failed: dict[SessionKey, int] = {}  # the checkpoint seq a resume failed on
+        self._failed: dict[SessionKey, _Failed] = {}  # where a resume failed, not to retry
         self._retry: dict[SessionKey, _Retry] = {}  # ended by the store failing for a moment
         self._paused: set[SessionKey] = set()  # reported paused, not run until unpaused
         self._paused_looked: datetime | None = None  # when the paused ones were last listed
@@ -198,7 +207,7 @@ class Daemon:
         started = 0
         for claim in claims:
             key = claim.summary.key
-            if self._left_alone(claim.summary, now):
+            if await self._left_alone(claim.summary, now):
                 await self._release(key, AdoptedLease(claim.lease))
             elif len(self._held) < self._max:
                 self._start(runs, claim)
@@ -211,17 +220,30 @@ class Daemon:
             return False
         return True
 
-    def _left_alone(self, summary: Summary, now: datetime) -> bool:
-        """Whether a claimed session is let go at once: its resume failed at this checkpoint,
-        ``once`` ran it already, or the store failed its last run for a moment and its wait
-        is not over."""
+    async def _left_alone(self, summary: Summary, now: datetime) -> bool:
+        """Whether a claimed session is let go at once: its resume failed at this checkpoint
+        and no spec was adopted for it since, ``once`` ran it already, or the store failed its
+        last run for a moment and its wait is not over."""
         key = summary.key
         retry = self._retry.get(key)
-        return (
-            self._failed.get(key) == summary.checkpoint_seq
-            or key in self._ran
-            or (retry is not None and now < retry.at)
-        )
+        if key in self._ran or (retry is not None and now < retry.at):
+            return True
+        failed = self._failed.get(key)
+        if failed is None or failed.checkpoint_seq != summary.checkpoint_seq:
+            return False
+        if failed.note_seq == await self._note_seq(key):
+            return True
+        del self._failed[key]  # a spec adopted since: try it
+        return False
+
+    async def _note_seq(self, key: SessionKey) -> int:
+        """The seq of the session's newest note (0: none; -1: not readable here, a newer
+        schema's, say): a spec adopted for it is one."""
+        try:
+            notes = await self._log.read_last(key, [EventKind.NOTE], 1)
+        except CorruptEvent:  # the resume reports what is wrong with the session
+            return -1
+        return notes[-1].seq if notes else 0
 
     async def _claim_due(self, now: datetime, limit: int) -> list[Claim]:
         """The store's claim, shielded so that its result is known: on a shutdown meanwhile,
@@ -312,8 +334,11 @@ class Daemon:
         wake = summary.next_wake_at
         self._report("resuming", session=str(key), due=wake.isoformat() if wake else None)
         retry: float | None = None
+        note_seq = 0  # a failure to read it fails the resume, tried again once it reads
         try:
             try:
+                # before the spec is read: a spec adopted after this read is tried again
+                note_seq = await self._note_seq(key)
                 spec, result = await self._run(summary, adopted)
             except anyio.get_cancelled_exc_class():
                 with anyio.CancelScope(shield=True), anyio.move_on_after(_HAND_BACK_TIMEOUT):
@@ -322,7 +347,7 @@ class Daemon:
             except Exception as exc:
                 # Marked before the release, whose notification wakes the claims: they must
                 # find the session failed (or waiting), never start it again at once.
-                retry = self._mark_failed(summary, exc)
+                retry = self._mark_failed(summary, exc, note_seq)
                 raise
             finally:
                 await self._release(key, adopted)  # at once: the hook may take a while
@@ -336,9 +361,10 @@ class Daemon:
             self._retry.pop(key, None)
             await self._finished(key, spec, result)
 
-    def _mark_failed(self, summary: Summary, exc: Exception) -> float | None:
+    def _mark_failed(self, summary: Summary, exc: Exception, note_seq: int) -> float | None:
         """Keep a session whose resume failed from starting again at once; the seconds until
-        it is tried again, or None: not here until its checkpoint changes.
+        it is tried again, or None: not here until its checkpoint changes or a spec is adopted
+        for it (a note after ``note_seq``, its newest note before the resume).
 
         A store that failed for a moment (``StoreUnavailable.transient``: a connection lost,
         a server restarting) is not the session's fault: it is tried again a poll later, then
@@ -353,7 +379,7 @@ class Daemon:
             delay = self._poll if last is None else min(last.delay * 2, most)
             self._retry[key] = _Retry(self._clock.now() + timedelta(seconds=delay), delay)
             return delay
-        self._failed[key] = summary.checkpoint_seq
+        self._failed[key] = _Failed(summary.checkpoint_seq, note_seq)
         return None
 
     async def _release(self, key: SessionKey, adopted: AdoptedLease) -> None:
@@ -372,22 +398,28 @@ class Daemon:
                 _log.warning("lease_release_failed", error=type(exc).__name__)
 
     async def _finished(self, key: SessionKey, spec: AgentSpec, result: RunResult) -> None:
-        """Report a run that returned, and run the spec's on_exit hook for it."""
+        """Report a run that returned (``failed``, with its error, when the retry policy gave
+        up on it; else ``finished``), and run the spec's on_exit hook for it."""
+        latest = await self._log.latest_checkpoint(key)
+        cp = latest.payload if latest is not None else None
+        summary = result_summary(key, result, cp if isinstance(cp, Checkpoint) else None)
         wake = result.next_wake_at
         self._report(
-            "finished",
+            "failed" if result.reason == StopReason.RETRY_POLICY_ABORTED else "finished",
             session=str(key),
             reason=result.reason.value,
             turns=result.turns,
-            cost_usd=round(result.cost_usd, 6),
+            cost_usd=usd(result.cost_usd),
             next_wake_at=wake.isoformat() if wake else None,
+            error=summary["error"],
         )
-        failure = await spec_hook(spec, result_summary(key, result), clock=self._clock)
+        failure = await spec_hook(spec, summary, clock=self._clock)
         if failure is not None:
             self._report("hook_failed", session=str(key), error=failure)
 
     async def _run(self, summary: Summary, adopted: AdoptedLease) -> tuple[AgentSpec, RunResult]:
-        """Load the session's spec and resume it on the claimed lease, with the spec's options."""
+        """Load the session's spec and resume it on the claimed lease, with the spec's options
+        but its budgets: the session's own (see :mod:`._budgets`)."""
         key = summary.key
         # as strict as `run`: a spec edited into errors (spec_of_session validates it), an ask
         # gate (no terminal here) or an unpriced cost cap is a failure reported once, not a run;
@@ -396,8 +428,9 @@ class Daemon:
         try:
             spec = await spec_of_session(self._log, key, changed="refuse", load=self._specs.load)
             await prepare_litellm(spec)
-            options = spec.run_options()
-            refusals(spec, options, None)
+            recorded = await recorded_budgets(self._log, key)  # the session's, not the spec's
+            options = resume_options(spec.run_options(), {}, recorded)
+            refusals(spec, {**options, **budgets_in_force(recorded, options)}, None)
             ref = SessionRef(log=self._log, app=key.app, user=key.user, session_id=key.session_id)
             build = self._specs.builder(spec)(ref)
             return spec, await resume_autonomous(build, ref, lease=adopted, **options)
@@ -423,72 +456,3 @@ class Daemon:
             event = Event.create(summary.key, handed, author=_AUTHOR)
             await self._log.append([event], lease=adopted.lease)
             self._report("handed_back", session=str(summary.key), due=wake.isoformat())
-
-
-def add_daemon_options(parser: argparse.ArgumentParser) -> None:
-    """The ``daemon`` command's options."""
-    parser.add_argument(
-        "--poll",
-        type=duration_arg,
-        default=5.0,
-        help="time between polls: seconds or a duration like 30s, 1m (default 5)",
-    )
-    parser.add_argument(
-        "--once", action="store_true", help="one pass: resume what is due, then exit"
-    )
-    parser.add_argument(
-        "--deferred-only",
-        action="store_true",
-        help="do not resume interrupted (crashed) sessions, only deferred ones",
-    )
-    parser.add_argument(
-        "--lease-ttl",
-        type=duration_arg,
-        default=DEFAULT_LEASE_TTL,
-        metavar="DURATION",
-        help="how long a claimed session's lease lasts unrenewed (renewed every third of it):"
-        " a daemon that dies loses its sessions to the others this long after"
-        f" (default {DEFAULT_LEASE_TTL:g}s)",
-    )
-    parser.add_argument(
-        "--max-concurrent",
-        type=_slots,
-        default=DEFAULT_MAX_CONCURRENT,
-        metavar="N",
-        help=f"run at most N sessions at once; the others wait (default {DEFAULT_MAX_CONCURRENT})",
-    )
-
-
-def _slots(text: str) -> int:
-    """An argparse ``type=`` for ``--max-concurrent``: an integer of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
-    return value
-
-
-async def cmd_daemon(args: argparse.Namespace) -> int:
-    """Run the orchestrator until SIGINT/SIGTERM (or one pass with ``--once``)."""
-    for name in ("poll", "lease_ttl"):
-        if not getattr(args, name) > 0:
-            print(f"error: --{name.replace('_', '-')} must be > 0 seconds", file=sys.stderr)
-            return 2
-    if args.json:  # one stream of JSON lines on stdout: the reports and every log
-        json_lines_logging(args.verbose)
-    report = reporter(args.json, utc=args.utc)
-    async with open_log(args, create=True) as log:
-        daemon = Daemon(
-            log,
-            poll=args.poll,
-            once=args.once,
-            crashed=not args.deferred_only,
-            report=report,
-            max_concurrent=args.max_concurrent,
-            lease_ttl=args.lease_ttl,
-        )
-        _, signum = await until_signal(daemon.serve)
-    report("daemon_stopped", signal=signum)
-    return for_signal(signum) if signum is not None else 0

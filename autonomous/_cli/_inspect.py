@@ -1,5 +1,5 @@
-"""``inject``, ``pause``, ``unpause`` and ``stop``: control sessions in the log from this process
-(a running session obeys within about a second)."""
+"""``inject``, ``pause``, ``unpause``, ``stop`` and ``wake``: control sessions in the log from this
+process (a running session obeys within about a second)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,16 @@ from ._common import (
 from ._exits import Exit
 
 #: The control action each command sends.
-CONTROL_ACTIONS = {"pause": "pause", "unpause": "resume", "stop": "stop"}
+CONTROL_ACTIONS = {"pause": "pause", "unpause": "resume", "stop": "stop", "wake": "wake"}
+#: What each command says it did (``{key}``: the session).
+_DONE = {
+    "pause": "paused {key}: it parks before its next turn (a session that is not running, at"
+    " its next resume) until `autonomous unpause {key}`",
+    "unpause": "unpaused {key}",
+    "stop": "stopped {key}: it stays stopped until `autonomous resume {key} --force`",
+    "wake": "woke {key}: it goes on without waiting for its wake time (a sleeping run at once,"
+    " a deferred session when it is next resumed)",
+}
 
 
 def caller_of(args: argparse.Namespace) -> Caller:
@@ -50,16 +59,20 @@ async def cmd_inject(args: argparse.Namespace) -> int:
         key = await resolve_session(log, args.session)
         await require_session(log, key)
         with cli_errors():
-            message_id = await send_inject(log, key, args.text, caller=caller, via="cli")
+            message_id = await send_inject(
+                log, key, args.text, caller=caller, via="cli", wake=args.wake
+            )
     if args.json:
-        emit_json({"session": str(key), "message_id": message_id})
+        emit_json({"session": str(key), "message_id": message_id, "woke": args.wake})
     else:
-        print(f"queued message {message_id} for {key}")
+        woke = " and woke it" if args.wake else ""
+        print(f"queued message {message_id} for {key}{woke}")
     return Exit.OK
 
 
 async def cmd_control(args: argparse.Namespace) -> int:
-    """Send pause (``pause``), resume (``unpause``) or stop (``stop``) to a session."""
+    """Send pause (``pause``), resume (``unpause``), stop (``stop``) or wake (``wake``) to a
+    session."""
     action = CONTROL_ACTIONS[args.command]
     caller = caller_of(args)
     async with open_log(args) as log:
@@ -70,5 +83,5 @@ async def cmd_control(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"session": str(key), "action": action})
     else:
-        print(f"sent {action} to {key}")
+        print(_DONE[args.command].format(key=key))
     return Exit.OK

@@ -17,11 +17,9 @@ from typing import Any
 
 import structlog
 
-from .._logging import get_logger
 from ._common import emit_json
+from ._decimals import decimal_text
 from ._times import show_time
-
-_log = get_logger("autonomous.daemon")
 
 #: ``report(event, **fields)``: how the daemon tells what it does.
 Report = Callable[..., None]
@@ -39,21 +37,25 @@ def reporter(as_json: bool, *, utc: bool = False) -> Report:
     """Report lines on standard output: JSON lines with ``--json``, else readable text (each
     line starting with its date, time and zone, local unless ``utc``).
 
-    A JSON report line is not logged as well (it would be on the same stream twice); a text one
-    is, for ``-v`` on standard error.
+    A report line is printed, never logged as well: ``-v`` sends the logs to standard error,
+    which a terminal shows beside standard output, and each report would be there twice.
     """
 
     def report(event: str, **fields: Any) -> None:
-        """Print ``event`` with its fields (and log it, as text)."""
-        level = _LEVELS.get(event, "info")
+        """Print ``event`` with its fields."""
         if as_json:
+            level = _LEVELS.get(event, "info")
             emit_json({"timestamp": timestamp(), "level": level, "event": event, **fields})
             return
-        getattr(_log, level)(event, **fields)
-        shown = " ".join(f"{k}={v}" for k, v in fields.items() if v is not None)
+        shown = " ".join(f"{k}={_text(v)}" for k, v in fields.items() if v is not None)
         print(f"{show_time(datetime.now(UTC), utc=utc)} {event} {shown}".rstrip(), flush=True)
 
     return report
+
+
+def _text(value: Any) -> str:
+    """A report field as a text line shows it: a float positional (a cost as 0.000027)."""
+    return decimal_text(value) if isinstance(value, float) else str(value)
 
 
 class JsonLinesFormatter(logging.Formatter):

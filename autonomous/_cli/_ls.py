@@ -1,5 +1,5 @@
-"""``autonomous ls``: the sessions of the log, newest first, with their status and next wake,
-filtered by status, app and age."""
+"""``autonomous ls``: the sessions of the log, newest first, with their status, what a running
+one is doing, why a blocked one waits, and their totals; filtered by status, app and age."""
 
 from __future__ import annotations
 
@@ -7,40 +7,24 @@ import argparse
 from datetime import datetime
 from typing import Any
 
-from eventlog import SessionSummary, utcnow
+from eventlog import utcnow
 
-from ._common import emit_json, holder_gone, open_log
+from ._common import emit_json, open_log
+from ._decimals import usd
 from ._exits import Exit
-from ._times import cutoff, show_wake, since_arg
+from ._times import cutoff, show_span, show_wake, since_arg
+from ._view import (
+    STATUSES,
+    Activity,
+    SessionView,
+    budgets_dict,
+    budgets_left,
+    error_of,
+    status_of,
+    views_of,
+)
 
-#: The words ``ls`` shows for a session's state (what ``--status`` takes).
-STATUSES = (
-    "running", "paused", "due", "deferred", "interrupted", "stopped", "budget", "aborted",
-    "failed", "completed",
-)  # fmt: skip
-_FAILED = {"retry_policy_aborted", "lease_lost"}
-_BUDGET = {"max_turns_exceeded", "max_tokens_exceeded", "max_cost_exceeded", "wallclock_exceeded"}
-
-
-def status_of(summary: SessionSummary, now: datetime) -> str:
-    """A session's state in one word, from its latest checkpoint and its lease."""
-    reason = summary.stop_reason
-    if summary.holder and not holder_gone(summary.holder):
-        return "paused" if summary.paused else "running"
-    if summary.stopped:
-        return "stopped"
-    if summary.paused:
-        return "paused"  # a pause request waits for the next resume (or an unpause)
-    if reason is None or reason == "context_cancelled":
-        return "interrupted"  # a crash, or a signal: resumable as it is
-    if reason == "deferred":
-        wake = summary.next_wake_at
-        return "due" if wake is not None and wake <= now else "deferred"
-    if reason == "completed":
-        return "completed"
-    if reason in _BUDGET:
-        return "budget"  # a budget ran out: resume with a larger one
-    return "failed" if reason in _FAILED else "aborted"
+__all__ = ["STATUSES", "add_ls_options", "cmd_ls", "status_of", "summary_dict"]
 
 
 def statuses_arg(text: str) -> list[str]:
@@ -72,21 +56,35 @@ def add_ls_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def summary_dict(summary: SessionSummary, now: datetime) -> dict[str, Any]:
-    """One ``ls --json`` row."""
+def summary_dict(view: SessionView) -> dict[str, Any]:
+    """One ``ls --json`` row: the session, its status (what a running one does now, why a
+    blocked one waits), its totals, budgets and what is left of them, and how its last run
+    ended (stop reason, outcome, detail, error: none while a new run holds it)."""
+    summary, cp, ending = view.summary, view.checkpoint, view.ending
+    budgets = cp.budgets if cp is not None else None
     wake = summary.next_wake_at
     return {
         "session": str(summary.key),
         "app": summary.key.app,
         "user": summary.key.user,
         "session_id": summary.key.session_id,
-        "status": status_of(summary, now),
-        "stop_reason": summary.stop_reason,
+        "status": view.status,
+        "activity": view.activity.as_dict() if view.activity else None,
+        "blocked": view.blocked.as_dict() if view.blocked else None,
+        "stop_reason": ending.stop_reason if ending is not None else None,
         "turns": summary.turns,
-        "cost_usd": summary.cost_usd,
-        "priced": not summary.unpriced,
         "input_tokens": summary.input_tokens,
         "cached_input_tokens": summary.cached_input_tokens,
+        "output_tokens": cp.output_tokens if cp is not None else 0,
+        "cost_usd": usd(summary.cost_usd),
+        "priced": not summary.unpriced,
+        "budgets": budgets_dict(budgets),
+        "budgets_left": budgets_left(budgets, cp),
+        "outcome": ending.outcome if ending is not None else None,
+        "result": ending.result if ending is not None else None,
+        "done_detail": ending.done_detail if ending is not None else "",
+        "final_text": ending.final_text if ending is not None else "",
+        "error": error_of(ending),
         "next_wake_at": wake.isoformat() if wake else None,
         "holder": summary.holder,
         "updated_at": summary.updated_at.isoformat(),
@@ -98,21 +96,43 @@ def cost_text(cost_usd: float, *, unpriced: bool) -> str:
     return "unpriced" if unpriced else f"${cost_usd:.6f}"
 
 
-def tokens_text(input_tokens: int, cached_input_tokens: int) -> str:
-    """Input tokens as ls prints them, with the share read from the prompt cache when any
-    was: ``12,400 (96% cached)``."""
-    shown = f"{input_tokens:,}"
-    if cached_input_tokens <= 0 or input_tokens <= 0:
-        return shown
-    # Rounded down, so that 100% means all of it; "<1%" rather than a cache read shown as 0%.
-    percent = cached_input_tokens * 100 // input_tokens
-    share = f"{percent}%" if percent else "<1%"
-    return f"{shown} ({share} cached)"
+def tokens_text(input_tokens: int, cached_input_tokens: int, output_tokens: int) -> str:
+    """Tokens as ls prints them, input with the share read from the prompt cache when any
+    was, then output: ``12,400 in (96% cached) / 310 out``."""
+    shown = f"{input_tokens:,} in"
+    if cached_input_tokens > 0 and input_tokens > 0:
+        # Rounded down, so that 100% means all of it; "<1%" rather than a cache read shown as 0%.
+        percent = cached_input_tokens * 100 // input_tokens
+        shown += f" ({percent}% cached)" if percent else " (<1% cached)"
+    return f"{shown} / {output_tokens:,} out"
 
 
-def _kept(args: argparse.Namespace, summary: SessionSummary, now: datetime) -> bool:
-    """Whether ``summary`` passes the ``--status``, ``--app`` and ``--since`` filters."""
-    if args.status and status_of(summary, now) not in args.status:
+def activity_text(activity: Activity, now: datetime, *, utc: bool) -> str:
+    """What a running session does, for how long, and when it wakes: ``running check_disk
+    for 12s``, ``sleeping for 5s, wakes in 4m 00s (2026-12-01 16:05:00 +00:00)``."""
+    text = activity.text
+    if activity.since is not None:
+        text += f" for {show_span((now - activity.since).total_seconds())}"
+    if activity.until is not None:
+        text += f", wakes {show_wake(activity.until, now, utc=utc)}"
+    return text
+
+
+def detail_text(view: SessionView, now: datetime, *, utc: bool) -> str:
+    """The DETAIL cell: what a running session does now, why a blocked one waits, else how
+    its last run ended (its stop reason); never an earlier run's stop reason beside a run."""
+    if view.activity is not None:
+        return activity_text(view.activity, now, utc=utc)
+    if view.blocked is not None:
+        return view.blocked.text
+    ending = view.ending
+    return (ending.stop_reason if ending is not None else None) or "-"
+
+
+def _kept(args: argparse.Namespace, view: SessionView, now: datetime) -> bool:
+    """Whether ``view`` passes the ``--status``, ``--app`` and ``--since`` filters."""
+    summary = view.summary
+    if args.status and view.status not in args.status:
         return False
     if args.app is not None and summary.key.app != args.app:
         return False
@@ -123,26 +143,33 @@ async def cmd_ls(args: argparse.Namespace) -> int:
     """List the sessions of the log, newest first."""
     now = utcnow()
     async with open_log(args) as log:
-        summaries = [s for s in await log.sessions() if _kept(args, s, now)]
+        summaries = await log.sessions()
+        if args.app is not None:  # before the views: each may read the log
+            summaries = [s for s in summaries if s.key.app == args.app]
+        views = [v for v in await views_of(log, summaries, now) if _kept(args, v, now)]
     if args.json:
-        emit_json([summary_dict(s, now) for s in summaries])
+        emit_json([summary_dict(v) for v in views])
         return Exit.OK
-    if not summaries:
+    if not views:
         print("no sessions")
         return Exit.OK
-    header = ("SESSION", "STATUS", "STOP REASON", "TURNS", "TOKENS", "COST", "NEXT WAKE", "HOLDER")
+    header = ("SESSION", "STATUS", "DETAIL", "TURNS", "TOKENS", "COST", "NEXT WAKE", "HOLDER")
     table = [header] + [
         (
-            str(s.key),
-            status_of(s, now),
-            s.stop_reason or "-",
-            str(s.turns),
-            tokens_text(s.input_tokens, s.cached_input_tokens),
-            cost_text(s.cost_usd, unpriced=s.unpriced),
-            show_wake(s.next_wake_at, now, utc=args.utc) if s.next_wake_at else "-",
-            s.holder or "-",
+            str(v.summary.key),
+            v.status,
+            detail_text(v, now, utc=args.utc),
+            str(v.summary.turns),
+            tokens_text(
+                v.summary.input_tokens,
+                v.summary.cached_input_tokens,
+                v.checkpoint.output_tokens if v.checkpoint is not None else 0,
+            ),
+            cost_text(v.summary.cost_usd, unpriced=v.summary.unpriced),
+            show_wake(v.summary.next_wake_at, now, utc=args.utc) if v.summary.next_wake_at else "-",
+            v.summary.holder or "-",
         )
-        for s in summaries
+        for v in views
     ]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     for row in table:

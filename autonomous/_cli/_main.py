@@ -18,8 +18,9 @@ import structlog
 from eventlog import EventLogError, LeaseLost, SessionFinished, SessionLocked
 
 from .._errors import AutonomousError
+from ._adopt import add_adopt_options, cmd_adopt
 from ._common import CliError, emit_json, single
-from ._daemon import add_daemon_options, cmd_daemon
+from ._daemon_command import add_daemon_options, cmd_daemon
 from ._exits import Exit, for_signal, help_text
 from ._inspect import cmd_control, cmd_inject
 from ._ls import add_ls_options, cmd_ls
@@ -101,6 +102,30 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("validate", "check an agent spec statically (errors and warnings)")
     p.add_argument("spec", help="the agent spec (TOML)")
 
+    _add_run_commands(add)
+
+    add_ls_options(
+        add(
+            "ls",
+            "list sessions: status, what each does now or why it stopped, turns, tokens,"
+            " cost, next wake, holder",
+        )
+    )
+
+    add_show_options(add("show", "print the timeline of a session's events"))
+
+    _add_control_commands(add)
+
+    add_prune(add("prune", "drop the old events of finished sessions, keeping their summaries"))
+
+    p = add("daemon", "resume sessions when they are due, until interrupted")
+    add_daemon_options(p)
+    return parser
+
+
+def _add_run_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    """run, resume and adopt: the commands that start a session, go on with one, or say which
+    spec it runs."""
     p = add("run", "start a new session from an agent spec and run it here")
     p.add_argument("spec", help="the agent spec (TOML)")
     p.add_argument("--goal", help="the goal (default: the spec's goal)")
@@ -123,32 +148,44 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     add_budget_overrides(p)
 
-    add_ls_options(add("ls", "list sessions: status, stop reason, turns, cost, next wake, holder"))
-
-    add_show_options(add("show", "print the timeline of a session's events"))
-
-    _add_control_commands(add)
-
-    add_prune(add("prune", "drop the old events of finished sessions, keeping their summaries"))
-
-    p = add("daemon", "resume sessions when they are due, until interrupted")
-    add_daemon_options(p)
-    return parser
+    add_adopt_options(
+        add(
+            "adopt",
+            "record a spec file (edited, or moved) as the spec of sessions, without running"
+            " them; the daemon then runs them when due",
+        )
+    )
 
 
 def _add_control_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> None:
-    """inject, pause, unpause and stop: the commands that control a session from here."""
+    """inject, pause, unpause, stop and wake: the commands that control a session from here."""
     p = add("inject", "queue an inbox message for a session (running or not)")
     p.add_argument("session", help="app/user/session_id, or a session id unique in the log")
     p.add_argument("text", help="the message")
     _caller_options(p)
     p.add_argument("--admin", action="store_true", help="the sender is an admin")
     p.add_argument("--label", action="append", metavar="K=V", help="a label of the sender")
+    p.add_argument(
+        "--wake",
+        action="store_true",
+        help="also wake the session (as `autonomous wake`): a deferred one does not wait for"
+        " its wake time",
+    )
 
     for name, text in (
         ("pause", "ask a session to pause at its next turn boundary"),
         ("unpause", "let a paused session go on"),
-        ("stop", "stop a session (it ends context_cancelled and stays resumable)"),
+        (
+            "stop",
+            "stop a session: a running one ends at its next step (context_cancelled); the stop"
+            " sticks: the daemon leaves the session and `resume` refuses it, until"
+            " `autonomous resume SESSION --force`",
+        ),
+        (
+            "wake",
+            "end a session's wait for its wake time: a sleeping run goes on at once, a"
+            " deferred session's next resume does not wait",
+        ),
     ):
         p = add(name, text)
         p.add_argument("session", help="app/user/session_id, or a session id unique in the log")
@@ -210,12 +247,14 @@ COMMANDS: dict[str, Command] = {
     "validate": cmd_validate,
     "run": cmd_run,
     "resume": cmd_resume,
+    "adopt": cmd_adopt,
     "ls": cmd_ls,
     "show": cmd_show,
     "inject": cmd_inject,
     "pause": cmd_control,
     "unpause": cmd_control,
     "stop": cmd_control,
+    "wake": cmd_control,
     "daemon": cmd_daemon,
     "prune": cmd_prune,
 }

@@ -15,7 +15,8 @@ from ._exits import Exit
 _DESCRIPTION = (
     "drop the events of sessions that finished before a cut-off (completed, out of budget,"
     " aborted, or stopped on purpose), keeping each one's final checkpoint and notes: ls, show"
-    " and resume still know them. Deferred, running and interrupted sessions are never touched."
+    " and resume still know them. Deferred and running sessions are never touched, interrupted"
+    " ones only with --interrupted."
     " The file does not shrink (SQLite reuses the space; VACUUM, offline, gives it back)."
 )
 
@@ -51,6 +52,13 @@ def add_prune(sub: argparse.ArgumentParser) -> None:
         help="prune sessions finished longer ago than this (30d, 12h) or before this ISO date",
     )
     sub.add_argument("--dry-run", action="store_true", help="list what would go; remove nothing")
+    sub.add_argument(
+        "--interrupted",
+        action="store_true",
+        help="also prune interrupted sessions: a run that crashed, or that a signal or its"
+        " caller cancelled, and that nobody resumed since the cut-off (ls: interrupted); a"
+        " session a live process holds is still left alone",
+    )
 
 
 async def cmd_prune(args: argparse.Namespace) -> int:
@@ -59,7 +67,9 @@ async def cmd_prune(args: argparse.Namespace) -> int:
     if not isinstance(before, datetime):
         before = utcnow() - timedelta(seconds=before)
     async with open_log(args) as log:
-        result = await log.prune(before, dry_run=args.dry_run)
+        # passed only when set: a store without interrupted pruning still does the rest
+        also = {"interrupted": True} if args.interrupted else {}
+        result = await log.prune(before, dry_run=args.dry_run, **also)
     if args.json:
         emit_json(_as_dict(result))
     else:
@@ -92,7 +102,11 @@ def _print(result: PruneResult) -> None:
     verb = "would prune" if result.dry_run else "pruned"
     for p in result.pruned:
         finished = p.updated_at.isoformat(timespec="seconds")
-        print(f"{verb} {p.key}: {p.events} events ({p.stop_reason}, finished {finished})")
+        if p.stop_reason:
+            how = f"{p.stop_reason}, finished {finished}"
+        else:  # a crashed run wrote no stop reason
+            how = f"interrupted, last written {finished}"
+        print(f"{verb} {p.key}: {p.events} events ({how})")
     for key in result.held:
         print(f"left {key} alone: a live process holds it")
     sessions = "session" if result.sessions == 1 else "sessions"

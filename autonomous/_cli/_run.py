@@ -14,7 +14,15 @@ from typing import Any
 
 import attrs
 
-from eventlog import Checkpoint, EventLog, SessionKey, SessionLocked, SessionRef, utcnow
+from eventlog import (
+    Budgets,
+    Checkpoint,
+    EventLog,
+    SessionKey,
+    SessionLocked,
+    SessionRef,
+    utcnow,
+)
 from permissions import Prompter, TerminalPrompter
 
 from .._driver import resume_autonomous, run_autonomous
@@ -23,6 +31,7 @@ from .._options import make_options
 from .._result import RunResult, StopReason
 from .._run import refuse_started
 from .._session_state import session_state
+from ._budgets import budgets_in_force, recorded_budgets, resume_options
 from ._common import (
     CliError,
     adopt_spec,
@@ -34,6 +43,7 @@ from ._common import (
     resolve_session,
     spec_of_session,
 )
+from ._decimals import usd
 from ._durations import duration_arg
 from ._exits import Exit, for_reason, for_signal
 from ._hooks import spec_hook
@@ -43,6 +53,7 @@ from ._spec import AgentSpec, line_of
 from ._status import PlainProgress, progress_for
 from ._times import show_wake
 from ._validate import unpriced_cap, validated_spec
+from ._view import ended_text
 
 
 def add_budget_overrides(parser: argparse.ArgumentParser) -> None:
@@ -83,22 +94,56 @@ def refusals(spec: AgentSpec, options: Mapping[str, Any], prompter: Prompter | N
         raise CliError(f"{_at(spec, 'budgets.max_cost_usd')}: {why}")
 
 
-def _options(spec: AgentSpec, args: argparse.Namespace) -> dict[str, Any]:
-    """The spec's run options with the command line's overrides, checked before any write."""
-    prompter: Prompter | None = TerminalPrompter() if sys.stdin.isatty() else None
-    options = spec.run_options(prompter=prompter)
-    overrides = {
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The budgets the command line sets (``--max-turns`` ...), by their option names."""
+    given = {
         "max_turns": args.max_turns,
         "max_cost_usd": args.max_cost,
         "max_wallclock": args.max_wallclock,
     }
-    options.update({k: v for k, v in overrides.items() if v is not None})
-    refusals(spec, options, prompter)
+    return {name: value for name, value in given.items() if value is not None}
+
+
+def _prompter() -> Prompter | None:
+    """Who answers an ``ask`` gate: this terminal, when standard input is one."""
+    return TerminalPrompter() if sys.stdin.isatty() else None
+
+
+def _options(spec: AgentSpec, args: argparse.Namespace) -> dict[str, Any]:
+    """A new session's run options: the spec's, with the command line's overrides, checked
+    before any write."""
+    prompter = _prompter()
+    options = spec.run_options(prompter=prompter)
+    options.update(_overrides(args))
+    _check(spec, options, options, prompter)
+    return options
+
+
+def _resume_options(
+    spec: AgentSpec, args: argparse.Namespace, recorded: Budgets | None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A resume's run options (:func:`resume_options`: the session's budgets stay its own),
+    and the same with the budgets in force, for the progress lines; checked before any
+    write."""
+    prompter = _prompter()
+    options = resume_options(spec.run_options(prompter=prompter), _overrides(args), recorded)
+    shown = {**options, **budgets_in_force(recorded, options)}
+    _check(spec, options, shown, prompter)
+    return options, shown
+
+
+def _check(
+    spec: AgentSpec,
+    options: Mapping[str, Any],
+    in_force: Mapping[str, Any],
+    prompter: Prompter | None,
+) -> None:
+    """Refuse options that cannot work (``in_force``: with the budgets the run will have)."""
+    refusals(spec, in_force, prompter)
     with cli_errors():  # misuse (a bad option, a gate that would deadlock) before any write
-        opts = make_options(options)
+        opts = make_options(dict(options))
         if opts.permissions_gate is not None:
             opts.permissions_gate.startup_check()
-    return options
 
 
 async def cmd_run(args: argparse.Namespace) -> int:
@@ -134,13 +179,13 @@ async def cmd_resume(args: argparse.Namespace) -> int:
         # both as strict as validate (a spec with errors is never recorded nor run)
         spec = await (adopt_spec(log, key, args.spec) if args.spec else spec_of_session(log, key))
         await prepare_litellm(spec)
-        options = _options(spec, args)
+        options, in_force = _resume_options(spec, args, await recorded_budgets(log, key))
         ref = SessionRef(log=log, app=key.app, user=key.user, session_id=key.session_id)
         with cli_errors():
             build = spec.build_function(ref)
         latest = await log.latest_checkpoint(key)
         start = latest.payload if latest and isinstance(latest.payload, Checkpoint) else None
-        progress = options["progress"] = _printer(args, options, start)
+        progress = options["progress"] = _printer(args, in_force, start)
         _announce(args, f"resuming session {key} from {spec.path}")
         try:
             with progress or nullcontext():
@@ -190,7 +235,10 @@ async def _finish(
     spec's on_exit hook when the run returned (its failure is a warning, never the status)."""
     latest = await log.latest_checkpoint(key)
     cp = latest.payload if latest is not None else None
-    summary = result_summary(key, result) if result is not None else checkpoint_summary(key, cp)
+    own = cp if isinstance(cp, Checkpoint) else None
+    summary = (
+        result_summary(key, result, own) if result is not None else checkpoint_summary(key, cp)
+    )
     summary["priced"] = not (isinstance(cp, Checkpoint) and cp.unpriced)
     if args.json:
         emit_json(summary)
@@ -203,8 +251,16 @@ async def _finish(
     return for_reason(summary["reason"])
 
 
-def result_summary(key: SessionKey, result: RunResult) -> dict[str, Any]:
-    """What ``run --json`` prints: the RunResult as a JSON-ready dict, with the session."""
+def result_summary(
+    key: SessionKey, result: RunResult, cp: Checkpoint | None = None
+) -> dict[str, Any]:
+    """What ``run --json`` prints: the RunResult as a JSON-ready dict, with the session.
+
+    ``cp``, the run's final checkpoint, gives the error as the runtime recorded it (bounded,
+    its secrets masked) when it has one; else it is the result's own, as ``Type: message``.
+    """
+    recorded = cp.error if cp is not None else ""
+    raised = f"{type(result.error).__name__}: {result.error}" if result.error else None
     return {
         "session": str(key),
         "reason": result.reason.value,
@@ -212,14 +268,14 @@ def result_summary(key: SessionKey, result: RunResult) -> dict[str, Any]:
         "input_tokens": result.input_tokens,
         "cached_input_tokens": result.cached_input_tokens,
         "output_tokens": result.output_tokens,
-        "cost_usd": result.cost_usd,
+        "cost_usd": usd(result.cost_usd),
         "duration": round(result.duration, 3),
         "done_detail": result.done_detail,
         "final_text": result.final_text,
         "next_wake_at": result.next_wake_at.isoformat() if result.next_wake_at else None,
         "outcome": result.outcome,
         "result": result.result,
-        "error": f"{type(result.error).__name__}: {result.error}" if result.error else None,
+        "error": recorded or raised,
     }
 
 
@@ -234,38 +290,48 @@ def checkpoint_summary(key: SessionKey, cp: Any) -> dict[str, Any]:
         "input_tokens": cp.input_tokens if ok else 0,
         "cached_input_tokens": cp.cached_input_tokens if ok else 0,
         "output_tokens": cp.output_tokens if ok else 0,
-        "cost_usd": cp.cost_usd if ok else 0.0,
+        "cost_usd": usd(cp.cost_usd) if ok else 0.0,
         "duration": None,
         "done_detail": cp.done_detail if ok else "",
         "final_text": cp.final_text if ok else "",
         "next_wake_at": wake.isoformat() if wake else None,
         "outcome": cp.outcome if ok else None,
         "result": cp.result if ok else None,
-        "error": None,
+        "error": (cp.error or None) if ok else None,
     }
 
 
-def _print_summary(s: Mapping[str, Any], *, utc: bool, interrupted: bool) -> None:
-    """The end of a run, for people."""
-    detail = f" ({s['done_detail']})" if s["done_detail"] else ""
-    print(f"session   {s['session']}")
-    print(f"stopped   {s['reason']}{detail}")
+def summary_lines(s: Mapping[str, Any], *, utc: bool, interrupted: bool = False) -> list[str]:
+    """The end of a run, for people: one ``label  text`` line per fact (labels 10 wide)."""
+    rows: list[tuple[str, str]] = [
+        ("session", s["session"]),
+        ("ended", ended_text(s["reason"], interrupted=interrupted)),
+    ]
+    if s["done_detail"]:
+        rows.append(("detail", s["done_detail"]))
     if s["outcome"]:
-        print(f"outcome   {s['outcome']}")
-    print(f"turns     {s['turns']}")
+        rows.append(("outcome", s["outcome"]))
+    rows.append(("turns", str(s["turns"])))
     cached = f" ({s['cached_input_tokens']} cached)" if s["cached_input_tokens"] else ""
-    print(f"tokens    {s['input_tokens']} in{cached} / {s['output_tokens']} out")
-    print(f"cost      {cost_text(s['cost_usd'], unpriced=not s.get('priced', True))}")
+    rows.append(("tokens", f"{s['input_tokens']} in{cached} / {s['output_tokens']} out"))
+    rows.append(("cost", cost_text(s["cost_usd"], unpriced=not s.get("priced", True))))
     if s["duration"] is not None:
-        print(f"duration  {s['duration']:.1f} s")
+        rows.append(("duration", f"{s['duration']:.1f} s"))
     if s["error"]:
-        print(f"error     {s['error']}")
+        rows.append(("error", s["error"]))
     if s["next_wake_at"]:
         wake = datetime.fromisoformat(s["next_wake_at"])
-        print(f"next wake {show_wake(wake, utcnow(), utc=utc)}")
+        rows.append(("next wake", show_wake(wake, utcnow(), utc=utc)))
     hint = continue_hint(s["session"], s["reason"], interrupted=interrupted)
     if hint:
-        print(f"continue  {hint}")
+        rows.append(("next step", hint))
+    return [f"{label:<10}{text}" for label, text in rows]
+
+
+def _print_summary(s: Mapping[str, Any], *, utc: bool, interrupted: bool) -> None:
+    """The end of a run, for people, on standard output."""
+    for line in summary_lines(s, utc=utc, interrupted=interrupted):
+        print(line)
     sys.stdout.flush()
 
 

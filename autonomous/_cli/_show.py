@@ -1,11 +1,14 @@
-"""``autonomous show``: a session's timeline, one line per event, in words (``--json``: the
-events as stored); ``--follow`` prints new events as they are appended until the session exits."""
+"""``autonomous show``: a session's status, budgets and error, then its timeline, one line per
+event, in words (``--json``: the session as ``ls --json`` gives it, with its events as stored);
+``--follow`` prints new events as they are appended until the session exits."""
 
 from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Mapping
+import sys
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 import anyio
@@ -13,6 +16,7 @@ import attrs
 
 from eventlog import (
     AssistantMessage,
+    Budgets,
     Checkpoint,
     Control,
     Event,
@@ -25,23 +29,20 @@ from eventlog import (
     PermissionDecision,
     Schedule,
     SessionKey,
+    SessionSummary,
     ToolResult,
     UserMessage,
     event_to_dict,
+    utcnow,
 )
 
-from ._common import (
-    CliError,
-    emit_json,
-    holder_gone,
-    one_line,
-    open_log,
-    resolve_session,
-)
+from ._common import CliError, emit_json, one_line, open_log, resolve_session
+from ._decimals import decimal_text, usd
 from ._exits import Exit, for_signal
-from ._ls import cost_text
+from ._ls import activity_text, cost_text, summary_dict
 from ._signals import until_signal
-from ._times import show_time
+from ._times import show_span, show_time, show_wake
+from ._view import SessionView, budgets_left, error_of, held, view_of
 
 #: Seconds between two reads of the log while following a session.
 FOLLOW_POLL = 0.2
@@ -72,7 +73,8 @@ async def cmd_show(args: argparse.Namespace) -> int:
 
 
 async def _show(args: argparse.Namespace) -> None:
-    """Print the timeline; with ``--follow``, go on until the session exits."""
+    """Print the session (its status, budgets, error) and its timeline; with ``--follow``, go
+    on until the session exits."""
     timeline = Timeline(args)
     async with open_log(args) as log:
         key = await resolve_session(log, args.session)
@@ -84,12 +86,16 @@ async def _show(args: argparse.Namespace) -> None:
             total = len(events)
         if not events and not (args.json or args.follow):
             raise CliError(f"session {key} has no events")
+        view = await view_of(log, await summary_of(log, key, events), utcnow())
         if args.json and not args.follow:
-            emit_json([event_to_dict(e) for e in events])
+            emit_json({**summary_dict(view), "events": [event_to_dict(e) for e in events]})
             return
         if not args.json:
             shown = f"{len(events)} of {total}" if len(events) < total else f"{total}"
-            print(f"session {key}: {shown} event{'' if total == 1 else 's'}", flush=True)
+            print(f"session {key}: {shown} event{'' if total == 1 else 's'}")
+            for line in header_lines(view, utcnow(), utc=args.utc):
+                print(line)
+            sys.stdout.flush()
         try:
             for event in events:
                 timeline.add(event)
@@ -97,6 +103,68 @@ async def _show(args: argparse.Namespace) -> None:
                 await follow(log, key, events[-1].seq if events else 0, timeline)
         finally:
             timeline.flush()
+
+
+async def summary_of(log: EventLog, key: SessionKey, events: Sequence[Event]) -> SessionSummary:
+    """The session's summary in the log; for one that has written no checkpoint yet (a store
+    lists it once it has one), what its events say: no totals yet, updated at its newest."""
+    for summary in await log.sessions():
+        if summary.key == key:
+            return summary
+    updated = events[-1].at if events else utcnow()
+    return SessionSummary(key, 0, 0.0, None, None, updated, 0)
+
+
+def header_lines(view: SessionView, now: datetime, *, utc: bool) -> list[str]:
+    """The lines above the timeline: the status and what it means now, the budgets and what
+    is left of them, the error behind a failed turn or run."""
+    ending = view.ending
+    if view.activity is not None:
+        status = f"{view.status}: {activity_text(view.activity, now, utc=utc)}"
+    elif view.blocked is not None:
+        status = f"{view.status}: {view.blocked.text}"
+    elif view.status in ("deferred", "due") and view.summary.next_wake_at is not None:
+        status = f"{view.status}: wakes {show_wake(view.summary.next_wake_at, now, utc=utc)}"
+    elif ending is not None and ending.stop_reason and ending.stop_reason != view.status:
+        status = f"{view.status} ({ending.stop_reason})"
+    else:
+        status = view.status
+    lines = [f"status    {status}"]
+    cp = view.checkpoint
+    lines.append(f"budgets   {budgets_text(cp.budgets if cp else None, cp)}")
+    error = error_of(ending)
+    if error:
+        lines.append(f"error     {error}")
+    return lines
+
+
+def budgets_text(budgets: Budgets | None, cp: Checkpoint | None) -> str:
+    """Each budget that is set, with what is used and left of it: ``3 of 5 turns (2 left),
+    $0.125000 of $0.500000 ($0.375000 left), 1m 00s of wall-clock per run``."""
+    if budgets is None:
+        return "none recorded (the session is older than recorded budgets)"
+    left = budgets_left(budgets, cp) or {}
+    used = cp if cp is not None else Checkpoint(0, 0, 0, 0.0, "")
+    parts = []
+    if budgets.max_turns:
+        parts.append(f"{used.turns} of {budgets.max_turns} turns ({left['turns']} left)")
+    if budgets.max_input_tokens:
+        parts.append(
+            f"{used.input_tokens:,} of {budgets.max_input_tokens:,} input tokens"
+            f" ({left['input_tokens']:,} left)"
+        )
+    if budgets.max_output_tokens:
+        parts.append(
+            f"{used.output_tokens:,} of {budgets.max_output_tokens:,} output tokens"
+            f" ({left['output_tokens']:,} left)"
+        )
+    if budgets.max_cost_usd:
+        parts.append(
+            f"${used.cost_usd:.6f} of ${budgets.max_cost_usd:.6f} (${left['cost_usd']:.6f} left)"
+        )
+    if budgets.max_wallclock:
+        parts.append(f"{show_span(budgets.max_wallclock)} of wall-clock per run")
+    return ", ".join(parts) or "no caps"
 
 
 async def follow(log: EventLog, key: SessionKey, after: int, timeline: Timeline) -> None:
@@ -119,7 +187,7 @@ async def _exited(log: EventLog, key: SessionKey) -> bool:
     """Whether the session has a checkpoint and nobody alive holds it (it exited or crashed)."""
     for summary in await log.sessions():
         if summary.key == key:
-            return not (summary.holder and not holder_gone(summary.holder))
+            return summary.checkpoint_seq > 0 and not held(summary)
     return False  # no checkpoint yet: a run is starting
 
 
@@ -195,6 +263,8 @@ def describe(payload: Any, *, utc: bool = False) -> str:
     if isinstance(payload, PermissionDecision):
         verdict = "allowed" if payload.allowed else "denied"
         return f"[turn {payload.turn}] {payload.tool} {verdict}: {payload.reason}"
+    if isinstance(payload, Budgets):
+        return f"budgets: {caps_text(payload)}"
     if isinstance(payload, Note):
         return f"{payload.text} {key_values(payload.data)}" if payload.data else payload.text
     if attrs.has(type(payload)):  # a payload kind this code does not describe yet
@@ -233,7 +303,25 @@ def _describe_checkpoint(cp: Checkpoint, *, utc: bool) -> str:
         parts.append(f"wake={show_time(cp.next_wake_at, utc=utc)}")
     if cp.done_detail:
         parts.append(f"detail={json.dumps(cp.done_detail, ensure_ascii=False)}")
+    if cp.error:
+        parts.append(f"error={json.dumps(cp.error, ensure_ascii=False)}")
     return " ".join(parts)
+
+
+def caps_text(budgets: Budgets) -> str:
+    """The caps that are set, in words: ``5 turns, $0.5, 1m 00s of wall-clock per run``."""
+    parts = []
+    if budgets.max_turns:
+        parts.append(f"{budgets.max_turns} turns")
+    if budgets.max_input_tokens:
+        parts.append(f"{budgets.max_input_tokens:,} input tokens")
+    if budgets.max_output_tokens:
+        parts.append(f"{budgets.max_output_tokens:,} output tokens")
+    if budgets.max_cost_usd:
+        parts.append(f"${decimal_text(usd(budgets.max_cost_usd))}")
+    if budgets.max_wallclock:
+        parts.append(f"{show_span(budgets.max_wallclock)} of wall-clock per run")
+    return ", ".join(parts) or "no caps"
 
 
 def _by(caller: Originator | None) -> str:

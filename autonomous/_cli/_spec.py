@@ -213,7 +213,7 @@ class AgentSpec:
     def identity(self) -> str:
         """The spec's identity: ``sha256:`` and the hex SHA-256 of the file's bytes as they
         are now (recorded with a session, and in its checkpoints as ``agent_version``)."""
-        return "sha256:" + hashlib.sha256(self.path.read_bytes()).hexdigest()
+        return file_identity(self.path)
 
     @property
     def scripted(self) -> bool:
@@ -335,6 +335,13 @@ class AgentSpec:
             options["retry_policy"] = self.retry
         options["agent_version"] = self.identity
         return options
+
+
+def file_identity(path: str | os.PathLike[str]) -> str:
+    """The identity of the file at ``path`` as it is now: ``sha256:`` and the hex SHA-256 of
+    its bytes (:attr:`AgentSpec.identity`)."""
+    with open(path, "rb") as file:
+        return "sha256:" + hashlib.file_digest(file, "sha256").hexdigest()
 
 
 def line_of(key: str, lines: Mapping[str, int]) -> int | None:

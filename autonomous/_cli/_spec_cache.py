@@ -8,7 +8,6 @@ only for bytes not seen before: one entry per path, replaced when the file chang
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import attrs
 from eventlog import SessionRef
 
 from ._common import load_session_spec
-from ._spec import AgentSpec, SessionBuild
+from ._spec import AgentSpec, SessionBuild, file_identity
 
 
 @attrs.define
@@ -47,14 +46,14 @@ class SpecCache:
         :func:`~._common.load_session_spec` gives it, the same object while the file's bytes
         are unchanged; a spec that does not load raises each time, and is not cached."""
         where = Path(path).absolute()
-        identity = _identity(where)
+        identity = file_identity(where)
         version = self._versions.get(where)
         if version is None or version.identity != identity:
             version = _Version(identity)
         if model in version.by_model:
             return version.by_model[model].spec
         spec = load_session_spec(path, model)
-        if _identity(where) == identity:  # the bytes validated are the bytes hashed
+        if file_identity(where) == identity:  # the bytes validated are the bytes hashed
             version.by_model[model] = _Loaded(spec)
             self._versions[where] = version
         return spec
@@ -70,8 +69,3 @@ class SpecCache:
         if found.builder is None:
             found.builder = spec.builder()
         return found.builder
-
-
-def _identity(path: Path) -> str:
-    """:attr:`AgentSpec.identity` of the file at ``path`` as it is now."""
-    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()

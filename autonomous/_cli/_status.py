@@ -116,7 +116,8 @@ class PlainProgress:
         o = self._options
         parts = []
         if o.get("max_turns", _MAX_TURNS):
-            parts.append(f"{o.get('max_turns', _MAX_TURNS) - turn} turns")
+            turns = o.get("max_turns", _MAX_TURNS) - turn
+            parts.append(f"{turns} turn{'' if turns == 1 else 's'}")
         if o.get("max_cost_usd"):
             parts.append(f"${o['max_cost_usd'] - self.cost_usd:.4f}")
         if o.get("max_wallclock"):

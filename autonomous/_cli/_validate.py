@@ -25,11 +25,16 @@ an unknown scheduler kind or permission mode                            error
 an ``[[mcp]]`` command not found (on PATH, or as a path), or its ``cwd``  error
 an ``[[mcp]]`` url that is not http or https with a host                error
 ``[[mcp]]`` tables without the ``[mcp]`` extra installed                error
+an ``on_exit`` program not found, or not executable                     error
+``on_exit`` with ``AUTONOMOUS_HOOK_TIMEOUT`` not a positive duration      error
+a permission rule naming no tool of the spec (not with ``[[mcp]]``,     warning
+whose tools are known only once it runs; not a deny glob, a guard)
 =====================================================================  ========
 """
 
 from __future__ import annotations
 
+import fnmatch
 import importlib.util
 import os
 import shutil
@@ -42,6 +47,7 @@ from usage import Pricing
 from .._errors import ConfigurationError
 from .._options import make_options
 from .._steering import check_scoped
+from ._hooks import hook_problems
 from ._refs import scripted_factory, tool_from_ref
 from ._spec import AgentSpec, Problem, Severity, problem_at
 from ._spec_reader import read_spec
@@ -68,9 +74,10 @@ def _checked(
     if spec is None:
         return None, problems
     where = os.fspath(spec_path)
-    for check in (_model, _files, _tools, _mcp, _budgets, _pricing, _options):
+    for check in (_model, _files, _tools, _mcp, _budgets, _pricing, _options, _on_exit):
         problems.extend(check(spec, where))
     problems.extend(_permissions(spec, where, interactive))
+    problems.extend(_rule_targets(spec, where))
     return spec, problems
 
 
@@ -303,6 +310,54 @@ def _permissions(spec: AgentSpec, where: str, interactive: bool) -> list[Problem
             )
         ]
     return []
+
+
+def _on_exit(spec: AgentSpec, where: str) -> list[Problem]:
+    """The completion hook can run: its program is there and executable (from the spec's
+    directory, or on PATH), and ``AUTONOMOUS_HOOK_TIMEOUT`` is a positive duration."""
+    if not spec.on_exit:
+        return []
+    return [
+        _problem(spec, "error", where, "on_exit", why)
+        for why in hook_problems(spec.on_exit, spec.base_dir)
+    ]
+
+
+def _rule_targets(spec: AgentSpec, where: str) -> list[Problem]:
+    """Each permission rule names some tool: the spec's own, or the runtime's (done and
+    schedule tools); a rule that names none is likely a typo.
+
+    Where it cannot know, it says nothing: an MCP server's tools are known only once it runs
+    (a rule may name any of them), a tool that did not import has no known name, and a deny
+    glob (``rm_*``) is a guard for tools that may come later. An allow glob that matches
+    nothing allows nothing, so it is judged.
+    """
+    if not (spec.allow or spec.deny) or spec.mcp:
+        return []
+    names: list[str] = []
+    for ref in spec.tools:
+        try:
+            names.append(tool_from_ref(ref, spec.base_dir).name)
+        except ConfigurationError:
+            return []  # an error already; its name is not known
+    names.append(spec.run.get("done_tool_name", "report_done"))
+    if spec.scheduler is not None:
+        names.append(spec.run.get("schedule_tool_name", "schedule_next_turn"))
+    known = ", ".join(dict.fromkeys(names))
+    found: list[Problem] = []
+    for which, rules in (("allow", spec.allow), ("deny", spec.deny)):
+        for i, rule in enumerate(rules):
+            if which == "deny" and _is_glob(rule.tool):
+                continue
+            if not any(fnmatch.fnmatchcase(name, rule.tool) for name in names):
+                why = f"{rule.tool!r} matches no tool of this spec ({known}): a typo?"
+                found.append(_problem(spec, "warning", where, f"permissions.{which}[{i}]", why))
+    return found
+
+
+def _is_glob(pattern: str) -> bool:
+    """Whether a rule's tool is a glob (``*``, ``?`` or ``[``), not one tool's name."""
+    return any(c in pattern for c in "*?[")
 
 
 class _NoPrompter:

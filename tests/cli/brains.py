@@ -6,6 +6,9 @@
 - ``deferring``: schedules its next turn one second ahead (``next_prompt`` "wake up"), then
   reports done on the next turn, with any inbox block in the detail.
 - ``napping``: schedules its next turn an hour ahead, then reports done on the next turn.
+- ``always_deferring``: schedules its next turn one second ahead, every turn, never done.
+- ``deferring_then_failing``: defers like ``deferring``, then every model call raises
+  ``RuntimeError("the disk tool broke")``.
 - ``deferring_then_looping``: defers like ``deferring``, then ticks like ``looping`` until an
   inbox message arrives (a resume that holds its session until told to finish).
 - ``alerting``: reports done at once with the outcome ``alert`` (its spec declares outcomes).
@@ -101,6 +104,18 @@ def _napping(messages: Messages, tools: Sequence[dict[str, Any]]) -> ModelRespon
     return call("schedule_next_turn", {"wake_in_sec": 3600, "next_prompt": "wake up"})
 
 
+def _always_deferring(messages: Messages, tools: Sequence[dict[str, Any]]) -> ModelResponse:
+    if messages[-1]["role"] != "user":
+        return reply("ok")
+    return call("schedule_next_turn", {"wake_in_sec": 1, "next_prompt": "wake up"})
+
+
+def _deferring_then_failing(messages: Messages, tools: Sequence[dict[str, Any]]) -> ModelResponse:
+    if _prompt(messages) == "Do the test thing.":  # the goal: the first turn
+        return _deferring(messages, tools)
+    raise RuntimeError("the disk tool broke")
+
+
 def _deferring_then_looping(messages: Messages, tools: Sequence[dict[str, Any]]) -> ModelResponse:
     if _prompt(messages) == "Do the test thing.":  # the goal: the first turn
         return _deferring(messages, tools)
@@ -125,6 +140,16 @@ def deferring() -> ScriptedModel:
 def napping() -> ScriptedModel:
     """Defers an hour, then finishes."""
     return ScriptedModel(default=_napping)
+
+
+def always_deferring() -> ScriptedModel:
+    """Defers one second, every turn."""
+    return ScriptedModel(default=_always_deferring)
+
+
+def deferring_then_failing() -> ScriptedModel:
+    """Defers one second, then (resumed) fails every model call."""
+    return ScriptedModel(default=_deferring_then_failing)
 
 
 def deferring_then_looping() -> ScriptedModel:

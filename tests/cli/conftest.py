@@ -10,13 +10,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from eventlog import SessionKey, SqliteEventLog, event_to_dict
+from eventlog import Event, LeaseHolder, Payload, SessionKey, SqliteEventLog, event_to_dict
 
 from ..autonomous.stores import DurableLog, DurableStore, open_store
 
@@ -89,6 +90,46 @@ def session_events(cwd: Path, session: str) -> list[dict[str, Any]]:
 
     events: list[dict[str, Any]] = anyio.run(read, backend="asyncio")
     return events
+
+
+def key_of(session: str) -> SessionKey:
+    """The key of ``app/user/session_id``, or of a bare id of the tests' app and user."""
+    app, user, session_id = session.split("/") if "/" in session else ("tests", "tester", session)
+    return SessionKey(app, user, session_id)
+
+
+def append_events(
+    cwd: Path,
+    session: str,
+    *payloads: Payload,
+    author: str = "autonomous",
+    at: datetime | None = None,
+) -> None:
+    """Append events with ``payloads`` to a session of ``cwd``'s log (created when there is
+    none), in-process: what a run of some other code wrote, built by the test itself (``at``:
+    their time, default now)."""
+
+    async def write() -> None:
+        named = ENV.get("AUTONOMOUS_DB")
+        log = open_store(named) if named else SqliteEventLog(cwd / "autonomous.db")
+        async with log:
+            key = key_of(session)
+            await log.append([Event.create(key, p, author=author, at=at) for p in payloads])
+
+    anyio.run(write, backend="asyncio")
+
+
+def hold(cwd: Path, session: str) -> str:
+    """Take a session's lease for this (live) process, for a minute: to every command the
+    session is running; returns the holder as ``ls`` shows it."""
+
+    async def take() -> str:
+        async with log_of(cwd) as log:
+            lease = await log.acquire_lease(key_of(session), LeaseHolder.this_process(), 60)
+            return str(lease.holder)
+
+    holder: str = anyio.run(take, backend="asyncio")
+    return holder
 
 
 def holder_of(cwd: Path, session: str) -> str | None:

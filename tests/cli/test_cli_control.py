@@ -72,7 +72,7 @@ class TestStopSticks:
         run.proc.send_signal(signal.SIGINT)
         assert 130 == run.finish()
         assert "interrupted" == status(agent_dir, "i1")
-        assert "continue  autonomous resume tests/tester/i1" in run.stdout()
+        assert "next step autonomous resume tests/tester/i1" in run.stdout()
         assert "--force" not in run.stdout()
 
 

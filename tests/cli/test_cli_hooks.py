@@ -81,15 +81,23 @@ class TestExitHook:
         assert "completed" == json.loads(done.stdout)["reason"]
         assert "on_exit hook" in done.stderr and "status 7" in done.stderr, done.stderr
 
-    def test_a_missing_program_is_reported_and_the_exit_status_kept(self, tmp_path: Path) -> None:
-        """A hook that does not exist is a warning; a deferred run still exits 10."""
+    def test_a_missing_program_is_refused_before_the_run(self, tmp_path: Path) -> None:
+        """A hook program that does not exist is a spec error: run refuses it (2) naming the
+        program, and runs nothing."""
         hooked_agent(
             tmp_path, "deferring", '["hooks/nowhere.sh"]', extra='[scheduler]\nkind = "exit"\n'
         )
         done = cli(tmp_path, "run", "agent/hooked.toml", "--session", "m1", "--json", "-q")
-        assert 10 == done.returncode, done.stderr
-        assert "deferred" == json.loads(done.stdout)["reason"]
-        assert "nowhere.sh" in done.stderr and "could not start" in done.stderr, done.stderr
+        assert 2 == done.returncode, done.stderr
+        assert "on_exit" in done.stderr and "nowhere.sh" in done.stderr, done.stderr
+        assert not (tmp_path / "autonomous.db").exists()  # refused before the log is opened
+
+    @pytest.mark.anyio
+    async def test_a_program_gone_since_is_a_failure_not_an_error(self, tmp_path: Path) -> None:
+        """A hook that cannot start when its run ends (removed meanwhile) is reported, not
+        raised: the run's exit status stays the run's."""
+        failure = await run_hook(["hooks/nowhere.sh"], tmp_path, {})
+        assert failure is not None and "could not start" in failure, failure
 
     def test_a_hook_that_outlives_its_timeout_is_killed(self, tmp_path: Path) -> None:
         """A hook still running after its timeout is killed and reported; the run exits 0."""
@@ -170,11 +178,42 @@ class TestHookCommand:
         assert ["logger"] == hook_argv(["logger"], base)
 
     def test_the_timeout_comes_from_the_environment(self) -> None:
-        """AUTONOMOUS_HOOK_TIMEOUT takes seconds or a duration; a bad or empty one is 30 s."""
+        """AUTONOMOUS_HOOK_TIMEOUT takes seconds or a duration; unset or empty it is 30 s."""
         assert 30.0 == hook_timeout({})
+        assert 30.0 == hook_timeout({"AUTONOMOUS_HOOK_TIMEOUT": " "})
         assert 120.0 == hook_timeout({"AUTONOMOUS_HOOK_TIMEOUT": "2m"})
-        assert 30.0 == hook_timeout({"AUTONOMOUS_HOOK_TIMEOUT": "soon"})
-        assert 30.0 == hook_timeout({"AUTONOMOUS_HOOK_TIMEOUT": "0"})
+        assert 1.5 == hook_timeout({"AUTONOMOUS_HOOK_TIMEOUT": "1.5"})
+
+    @pytest.mark.parametrize("value", ["soon", "0", "-5", "0s"])
+    def test_a_bad_timeout_is_an_error_not_ignored(self, value: str) -> None:
+        """A value that is not a positive duration is an error naming the variable."""
+        with pytest.raises(ValueError, match=f"AUTONOMOUS_HOOK_TIMEOUT={value!r}"):
+            hook_timeout({"AUTONOMOUS_HOOK_TIMEOUT": value})
+
+    def test_run_and_the_daemon_refuse_a_bad_timeout(self, tmp_path: Path) -> None:
+        """run refuses a spec with a hook under a bad timeout (2), as validate does (1); the
+        daemon will not start with it (2)."""
+        hooked_agent(tmp_path, "quick", '["hooks/record.py", "seen.json"]')
+        env = {"AUTONOMOUS_HOOK_TIMEOUT": "soon"}
+        done = cli(tmp_path, "run", "agent/hooked.toml", "--session", "t1", "-q", env=env)
+        assert 2 == done.returncode
+        assert "AUTONOMOUS_HOOK_TIMEOUT='soon'" in done.stderr, done.stderr
+        checked = cli(tmp_path, "validate", "agent/hooked.toml", env=env)
+        assert 1 == checked.returncode
+        assert "error: " in checked.stdout and "AUTONOMOUS_HOOK_TIMEOUT" in checked.stdout
+        daemon = cli(tmp_path, "daemon", "--once", env=env)
+        assert 2 == daemon.returncode
+        assert "AUTONOMOUS_HOOK_TIMEOUT='soon'" in daemon.stderr, daemon.stderr
+
+    @pytest.mark.anyio
+    async def test_a_hook_under_a_bad_timeout_is_not_run(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Where the variable is read at the end of a run, a bad one is a failure, reported,
+        and the hook does not run with some other timeout."""
+        monkeypatch.setenv("AUTONOMOUS_HOOK_TIMEOUT", "soon")
+        failure = await run_hook(["true"], tmp_path, {})
+        assert failure is not None and "AUTONOMOUS_HOOK_TIMEOUT='soon'" in failure, failure
 
     @pytest.mark.anyio
     async def test_a_blank_program_is_a_failure_not_an_error(self, tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""``autonomous ls`` shows each session's input tokens and the share read from the prompt cache."""
+"""``autonomous ls`` shows each session's input tokens, the share read from the prompt cache, and
+its output tokens."""
 
 from __future__ import annotations
 
@@ -34,23 +35,24 @@ class TestTokensColumn:
         listed = cli(agent_dir, "ls").stdout.splitlines()
         assert "TOKENS" in listed[0]
         cached = next(line for line in listed if "/c1 " in line)
-        assert f"{12_400 * calls:,} (96% cached)" in cached
+        assert f"{12_400 * calls:,} in (96% cached) / {rows['c1']['output_tokens']} out" in cached
         plain = next(line for line in listed if "/p1 " in line)
         assert "cached" not in plain
-        assert f" {rows['p1']['input_tokens']:,} " in plain
+        assert f" {rows['p1']['input_tokens']:,} in / {rows['p1']['output_tokens']} out " in plain
 
 
 @pytest.mark.parametrize(
     ("used", "cached", "shown"),
     [
-        (0, 0, "0"),
-        (12_400, 0, "12,400"),
-        (12_400, 11_904, "12,400 (96% cached)"),
-        (1_000, 999, "1,000 (99% cached)"),  # never rounded up to all of it
-        (100_000, 3, "100,000 (<1% cached)"),  # never rounded down to none
-        (500, 500, "500 (100% cached)"),
+        (0, 0, "0 in / 1,200 out"),
+        (12_400, 0, "12,400 in / 1,200 out"),
+        (12_400, 11_904, "12,400 in (96% cached) / 1,200 out"),
+        (1_000, 999, "1,000 in (99% cached) / 1,200 out"),  # never rounded up to all of it
+        (100_000, 3, "100,000 in (<1% cached) / 1,200 out"),  # never rounded down to none
+        (500, 500, "500 in (100% cached) / 1,200 out"),
     ],
 )
 def test_tokens_text(used: int, cached: int, shown: str) -> None:
-    """The cell: input tokens with thousands separators, the cached share when there is one."""
-    assert shown == tokens_text(used, cached)
+    """The cell: input tokens with thousands separators, the cached share when there is one,
+    then output tokens."""
+    assert shown == tokens_text(used, cached, 1_200)

@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
-from .conftest import BRAINS, cli, session_events, write_spec
+from eventlog import Checkpoint
+
+from .conftest import BRAINS, append_events, cli, session_events, write_spec
 
 DEFERRING = '[scheduler]\nkind = "exit"\n'
 
@@ -85,7 +87,7 @@ class TestPrune:
         """show gives the spec note and the final checkpoint; resume says it completed."""
         prune_json(finished, "--before", "0s")
 
-        shown = json.loads(cli(finished, "show", "q1", "--json").stdout)
+        shown = json.loads(cli(finished, "show", "q1", "--json").stdout)["events"]
         resumed = cli(finished, "resume", "q1", "--json", "-q")
 
         assert ["note", "checkpoint"] == [event["kind"] for event in shown]
@@ -125,3 +127,27 @@ class TestPrune:
         done = cli(tmp_path, "prune", "--before", "30d")
 
         assert (2, False) == (done.returncode, (tmp_path / "autonomous.db").exists())
+
+
+class TestPruneInterrupted:
+    """prune --interrupted: sessions whose run crashed or was cancelled, never resumed."""
+
+    def test_help_says_what_interrupted_means(self, tmp_path: Path) -> None:
+        """--help names the flag and what it also prunes."""
+        shown = " ".join(cli(tmp_path, "prune", "--help").stdout.split())
+        assert "--interrupted" in shown
+        assert "also prune interrupted sessions" in shown, shown
+
+    def test_interrupted_sessions_go_only_with_the_flag(self, finished: Path) -> None:
+        """A crashed session (a checkpoint with no stop reason, nobody holding it) is left
+        alone by a plain prune and pruned with --interrupted; the deferred one stays.
+        Needs the store's prune(..., interrupted=True)."""
+        append_events(finished, "c1", Checkpoint(2, 10, 5, 0.0, "go"))  # crashed mid-run
+        plain = prune_json(finished, "--before", "0s", "--dry-run")
+        assert ["tests/tester/q1"] == [row["session"] for row in plain["pruned"]]
+
+        result = prune_json(finished, "--before", "0s", "--interrupted")
+
+        pruned = sorted(row["session"] for row in result["pruned"])
+        assert ["tests/tester/c1", "tests/tester/q1"] == pruned
+        assert "tests/tester/d1" not in pruned

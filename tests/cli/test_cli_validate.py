@@ -142,6 +142,62 @@ class TestValidateFunction:
             "'report_done' is the runtime's own tool",
         ] == messages
 
+    def test_an_on_exit_program_that_does_not_exist_is_an_error(self, in_process: Path) -> None:
+        """A hook program is found as it will be run (the spec's directory, or PATH): one
+        that is not there, or not executable, is an error at on_exit."""
+        (in_process / "plain.sh").write_text("#!/bin/sh\n")  # not executable
+        (in_process / "hook.sh").write_text("#!/bin/sh\n")
+        (in_process / "hook.sh").chmod(0o755)
+        for on_exit, found in (
+            ('["./nowhere.sh"]', "not found"),
+            ('["no-such-program-anywhere", "-x"]', "not found"),
+            ('["./plain.sh"]', "not executable"),
+        ):
+            path = write_spec(in_process, "h", "quick")
+            path.write_text(f"on_exit = {on_exit}\n" + path.read_text())
+            problems = [p for p in validate(path) if p.where.endswith("on_exit")]
+            assert ["error"] == [p.severity for p in problems], (on_exit, problems)
+            assert found in problems[0].message, problems[0].message
+        for on_exit in ('["./hook.sh"]', '["true"]'):
+            path = write_spec(in_process, "h", "quick")
+            path.write_text(f"on_exit = {on_exit}\n" + path.read_text())
+            assert [] == validate(path), on_exit
+
+    def test_a_rule_naming_no_known_tool_is_a_warning(self, in_process: Path) -> None:
+        """An allow rule, or a deny rule naming one tool, that matches none of the spec's
+        tools nor the runtime's own is a warning naming the rule; a deny glob is a guard for
+        tools to come, and is left alone; rules that match are fine."""
+        path = write_spec(
+            in_process,
+            "r",
+            "quick",
+            extra='[permissions]\nmode = "allow"\nallow = ["tick", "tik", "tock_*"]\n'
+            'deny = ["rm_*", "delete_fiel", { tool = "report_*", admin_only = true }]\n',
+        )
+        found = [(p.severity, p.where.split(": ")[-1], p.message) for p in validate(path)]
+        known = "(tick, report_done): a typo?"
+        assert [
+            ("warning", "permissions.allow[1]", f"'tik' matches no tool of this spec {known}"),
+            ("warning", "permissions.allow[2]", f"'tock_*' matches no tool of this spec {known}"),
+            (
+                "warning",
+                "permissions.deny[1]",
+                f"'delete_fiel' matches no tool of this spec {known}",
+            ),
+        ] == found
+
+    def test_with_mcp_servers_rules_are_not_judged(self, in_process: Path) -> None:
+        """An MCP server's tools are known only once it runs: a rule may name one of them, so
+        no rule is warned about."""
+        path = write_spec(
+            in_process,
+            "m",
+            "quick",
+            extra='[permissions]\nmode = "allow"\nallow = ["tick", "read_ticket"]\n'
+            f'[[mcp]]\nname = "tickets"\ncommand = "{sys.executable}"\n',
+        )
+        assert [] == [p for p in validate(path) if "permissions" in p.where]
+
     def test_not_toml_and_missing_file(self, tmp_path: Path) -> None:
         """A file that is not TOML, or is missing, is an error naming the file."""
         (tmp_path / "x.toml").write_text("model = [unclosed\n")

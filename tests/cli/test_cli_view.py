@@ -76,8 +76,10 @@ class TestTimes:
         write_spec(agent_dir, "nap", "napping", extra=DEFERRING)
         done = cli(agent_dir, "run", "nap.toml", "--session", "n2", env=INDIA)
         assert re.search(rf"^next wake in (59m \d\ds|1h 00m) \({LOCAL_TIME}\)$", done.stdout, re.M)
-        lines = cli(agent_dir, "show", "n2", env=INDIA).stdout.splitlines()[1:]
-        assert lines and all(re.match(rf"\s+\d+  {LOCAL_TIME}  ", line) for line in lines)
+        lines = cli(agent_dir, "show", "n2", env=INDIA).stdout.splitlines()
+        assert re.fullmatch(rf"status    deferred: wakes in .* \({LOCAL_TIME}\)", lines[1]), lines
+        timeline = lines[3:]  # after the session, status and budgets lines
+        assert timeline and all(re.match(rf"\s+\d+  {LOCAL_TIME}  ", line) for line in timeline)
 
 
 class TestLsFilters:

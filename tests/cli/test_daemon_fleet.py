@@ -16,7 +16,7 @@ import attrs
 import pytest
 
 from autonomous import run_autonomous
-from autonomous._cli._common import SPEC_NOTE, record_spec
+from autonomous._cli._common import SPEC_NOTE, adopt_spec, record_spec
 from autonomous._cli._daemon import Daemon
 from autonomous._cli._spec_reader import load_spec
 from autonomous._remote import send_control, send_inject
@@ -368,6 +368,30 @@ class TestSpecIdentity:
         assert [None] == [s.holder for s in await fleet.log.sessions()]
 
     @pytest.mark.anyio
+    async def test_a_spec_adopted_for_a_refused_session_runs_it_at_the_next_poll(
+        self, in_process: Path
+    ) -> None:
+        """A session refused for an edited spec, then adopted (``autonomous adopt``, which
+        writes no checkpoint): the running daemon tries it again at its next poll, and runs
+        it to its end."""
+        fleet = await deferred_fleet(in_process, ["i5"])
+        key = key_of("i5")
+        spec = in_process / "later.toml"
+        spec.write_text(spec.read_text().replace("You are a test agent.", "You are another."))
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(fleet.daemon.serve)
+            await until(lambda: bool(fleet.events("failed")))
+            await adopt_spec(fleet.log, key, str(spec))
+            fleet.clock.advance(10)  # the next poll
+            await until(lambda: _async_len_at_least(fleet.turns("i5"), 3))
+            await send_inject(fleet.log, key, "finish now")
+            await until(lambda: bool(fleet.events("finished")))
+            tg.cancel_scope.cancel()
+        assert "autonomous adopt --spec" in fleet.events("failed")[0]["error"]
+        assert 1 == len(fleet.events("failed"))
+        assert ["completed"] == [f["reason"] for f in fleet.events("finished")]
+
+    @pytest.mark.anyio
     async def test_a_session_of_a_newer_schema_is_refused_once_and_left(
         self, in_process: Path
     ) -> None:
@@ -415,6 +439,31 @@ class TestSpecIdentity:
             tg.cancel_scope.cancel()
         assert [10, 20] == [f["retry_in"] for f in fleet.events("failed")]
         assert all("connection lost" in f["error"] for f in fleet.events("failed"))
+
+    @pytest.mark.anyio
+    async def test_a_store_failing_the_first_read_of_a_resume_is_reported_as_such(
+        self, in_process: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The store fails the resume's first read (its newest note) for a moment: the
+        failure reported is the store's, tried again a poll later, and the session runs."""
+        fleet = await deferred_fleet(in_process, ["b3"])
+        lost = [StoreUnavailable("connection lost", transient=True)]
+        read_last = fleet.log.read_last
+
+        async def failing_once(key: SessionKey, kinds: Any, limit: int) -> list[Event]:
+            if lost and EventKind.NOTE in kinds:
+                raise lost.pop()
+            return list(await read_last(key, kinds, limit))
+
+        monkeypatch.setattr(fleet.log, "read_last", failing_once)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(fleet.daemon.serve)
+            await until(lambda: len(fleet.events("failed")) == 1)
+            fleet.clock.advance(10)
+            await until(lambda: _async_len_at_least(fleet.turns("b3"), 3))
+            tg.cancel_scope.cancel()
+        ((failed),) = fleet.events("failed")
+        assert ("connection lost", 10) == (failed["error"].split(": ")[-1], failed["retry_in"])
 
     @pytest.mark.anyio
     async def test_a_run_the_store_refused_is_not_tried_again(self, in_process: Path) -> None:

@@ -79,7 +79,7 @@ class TestLiveStatus:
         live(9, HistorySummarized(9, "cheap-model", 1, 7, 900, 30, 0.125))
         assert (
             "working 0s | turn 9 | 0s elapsed | $0.125000"
-            " | left: 1 turns, $0.8750, 1h 00m | tokens 900 in / 30 out"
+            " | left: 1 turn, $0.8750, 1h 00m | tokens 900 in / 30 out"
         ) == live.status()
 
     def test_a_sleep_shows_its_wake_time(self) -> None:
