@@ -1,5 +1,5 @@
 """``autonomous show``: a session's status, budgets and error, then its timeline, one line per
-event, in words (``--json``: the session as ``ls --json`` gives it, with its events as stored);
+event, in words (``--json``: its events as stored; ``ls --json`` gives the session's state);
 ``--follow`` prints new events as they are appended until the session exits."""
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from eventlog import (
 from ._common import CliError, emit_json, one_line, open_log, resolve_session
 from ._decimals import decimal_text, usd
 from ._exits import Exit, for_signal
-from ._ls import activity_text, cost_text, summary_dict
+from ._ls import activity_text, cost_text
 from ._signals import until_signal
 from ._times import show_span, show_time, show_wake
 from ._view import SessionView, budgets_left, error_of, held, view_of
@@ -88,7 +88,7 @@ async def _show(args: argparse.Namespace) -> None:
             raise CliError(f"session {key} has no events")
         view = await view_of(log, await summary_of(log, key, events), utcnow())
         if args.json and not args.follow:
-            emit_json({**summary_dict(view), "events": [event_to_dict(e) for e in events]})
+            emit_json([event_to_dict(e) for e in events])
             return
         if not args.json:
             shown = f"{len(events)} of {total}" if len(events) < total else f"{total}"

@@ -142,7 +142,7 @@ class TestOnPostgres:
         events = [json.loads(line)["event"] for line in done.stdout.splitlines()]
         assert ["daemon_started", "resuming", "finished", "daemon_stopped"] == events
         assert {"p1": "completed"} == statuses(agent_dir, on_postgres)
-        shown = pg_json(agent_dir, on_postgres, "show", "p1")["events"]
+        shown = pg_json(agent_dir, on_postgres, "show", "p1")
         turns = [e["payload"]["turn"] for e in shown if e["kind"] == "user_message"]
         stops = [e["payload"].get("stop_reason") for e in shown if e["kind"] == "checkpoint"]
         assert ([1, 2], ["deferred", "completed"]) == (turns, stops[-2:])
@@ -167,7 +167,7 @@ class TestOnPostgres:
         assert 0 == cli(agent_dir, "inject", "n1", "hello", env=on_postgres).returncode
         assert 0 == cli(agent_dir, "stop", "n1", env=on_postgres).returncode
         assert {"n1": "stopped", "q1": "completed"} == statuses(agent_dir, on_postgres)
-        kinds = [e["kind"] for e in pg_json(agent_dir, on_postgres, "show", "n1")["events"]]
+        kinds = [e["kind"] for e in pg_json(agent_dir, on_postgres, "show", "n1")]
         assert ("inbox_queued", "control") == tuple(kinds[-2:])
         pruned = pg_json(agent_dir, on_postgres, "prune", "--before", "0s")
         assert "q1" in [row["session"].split("/")[-1] for row in pruned["pruned"]], pruned

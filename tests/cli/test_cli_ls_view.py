@@ -221,8 +221,8 @@ def test_every_field_of_run_json_is_in_ls_json(agent_dir: Path) -> None:
 
 
 class TestShow:
-    """``show`` opens with the session's status, budgets and error; ``--json`` is the session
-    as ``ls --json`` gives it, with its events."""
+    """``show`` opens with the session's status, budgets and error (``ls --json`` gives them
+    as data; ``show --json`` the events as stored)."""
 
     def test_a_failed_session(self, agent_dir: Path) -> None:
         """Its status with the stop reason, each budget with what is used and left, the error;
@@ -247,12 +247,14 @@ class TestShow:
             "error     RuntimeError: the disk tool broke",
         ] == lines[:4]
         assert "checkpoint" in lines[4]
-        shown = json.loads(cli(agent_dir, "show", "f1", "--json").stdout)
-        assert ("failed", "RuntimeError: the disk tool broke") == (shown["status"], shown["error"])
+        (row,) = json.loads(cli(agent_dir, "ls", "--json").stdout)
+        assert ("failed", "RuntimeError: the disk tool broke") == (row["status"], row["error"])
         assert {"turns": 2, "input_tokens": None, "output_tokens": 55, "cost_usd": 0.375} == (
-            shown["budgets_left"]
+            row["budgets_left"]
         )
-        assert ["checkpoint"] == [e["kind"] for e in shown["events"]]
+        shown = json.loads(cli(agent_dir, "show", "f1", "--json").stdout)
+        assert ["checkpoint"] == [e["kind"] for e in shown]
+        assert "RuntimeError: the disk tool broke" == shown[-1]["payload"]["error"]
 
     def test_a_running_session(self, agent_dir: Path) -> None:
         """A held session: what it does now, since when; no error of an earlier run."""

@@ -87,7 +87,7 @@ class TestPrune:
         """show gives the spec note and the final checkpoint; resume says it completed."""
         prune_json(finished, "--before", "0s")
 
-        shown = json.loads(cli(finished, "show", "q1", "--json").stdout)["events"]
+        shown = json.loads(cli(finished, "show", "q1", "--json").stdout)
         resumed = cli(finished, "resume", "q1", "--json", "-q")
 
         assert ["note", "checkpoint"] == [event["kind"] for event in shown]
