@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from eventlog import Checkpoint
+from eventlog import Checkpoint, UserMessage
 
 from .conftest import BRAINS, append_events, cli, session_events, write_spec
 
@@ -142,7 +142,8 @@ class TestPruneInterrupted:
         """A crashed session (a checkpoint with no stop reason, nobody holding it) is left
         alone by a plain prune and pruned with --interrupted; the deferred one stays.
         Needs the store's prune(..., interrupted=True)."""
-        append_events(finished, "c1", Checkpoint(2, 10, 5, 0.0, "go"))  # crashed mid-run
+        # crashed mid-run: a turn, then its checkpoint (which a prune keeps)
+        append_events(finished, "c1", UserMessage("go", 1), Checkpoint(2, 10, 5, 0.0, "go"))
         plain = prune_json(finished, "--before", "0s", "--dry-run")
         assert ["tests/tester/q1"] == [row["session"] for row in plain["pruned"]]
 
