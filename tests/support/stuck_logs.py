@@ -10,12 +10,14 @@ import anyio
 
 from eventlog import (
     Claim,
+    Clock,
     Event,
     EventKind,
     Lease,
     LeaseHolder,
     SessionKey,
     SessionSummary,
+    utcnow,
 )
 
 from .watched_logs import LeaseCountingLog
@@ -30,8 +32,8 @@ class StuckLog(LeaseCountingLog):
     does; the run's bounds, not the store, must end the wait.
     """
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, *, clock: Clock = utcnow) -> None:
+        super().__init__(clock=clock)
         self.stuck = False
         self.stalled = anyio.Event()
         self.hanging = 0
