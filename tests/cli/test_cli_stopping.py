@@ -10,6 +10,7 @@ than the run's last writes' time.
 
 from __future__ import annotations
 
+import argparse
 import signal
 import sqlite3
 import subprocess
@@ -20,12 +21,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import psycopg
+import pytest
 
 from autonomous import _run as run_module
+from autonomous._cli import _run as cli_run
 from autonomous._cli._exits import Exit
+from autonomous._cli._spec_reader import load_spec
+from eventlog import SessionKey
 
 from ..autonomous.stores import DurableStore
+from ..support.stuck_logs import StuckLog
 from .conftest import ENV, Background, holder_of, session_events
 
 #: The run's last writes' time, in seconds: a stop's bound on a store that does not answer.
@@ -180,3 +187,25 @@ class TestStoreThatDoesNotAnswer:
             code, took = terminated(run)
         assert (Exit.SIGTERM, True) == (code, took < LAST_WRITES + PROMPT), (took, run.lines)
         assert 1 == run.count("final_checkpoint_not_written")
+
+
+class TestSummaryAfterASignal:
+    """The summary ``run`` and ``resume`` print after a signal is read from the store."""
+
+    @pytest.mark.anyio
+    async def test_a_store_that_does_not_answer_holds_it_no_longer_than_its_bound(
+        self, in_process: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """After SIGTERM, a latest-checkpoint read the store never answers is given up after
+        its bound (made 0.2 s here): the command still exits 143, its summary saying that it
+        is incomplete, rather than waiting on."""
+        monkeypatch.setattr(cli_run, "_SUMMARY_TIMEOUT", 0.2)
+        log = StuckLog()
+        log.stick()
+        spec = load_spec(in_process / nap_spec(in_process))
+        args = argparse.Namespace(json=True, utc=True)
+        key = SessionKey("tests", "tester", "s1")
+        with anyio.fail_after(0.2 + 2):
+            code = await cli_run._finish(args, log, key, None, signal.SIGTERM, spec=spec)
+        assert Exit.SIGTERM == code
+        assert "the event log did not answer" in capsys.readouterr().err
