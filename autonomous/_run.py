@@ -156,7 +156,9 @@ class Run:
             if await self._finished_already(ref) is not None:
                 return None
         agent = await self._build()
-        self._tools = await open_tool_table(agent, self._resources, self.log)
+        self._tools = await open_tool_table(
+            agent, self._resources, self.log, clock=self.opts.clock, time_left=self.wallclock_left
+        )
         conv = self._open(agent)
         if ref is None and agent.session is not None:
             await self._refuse_existing(agent.session)
@@ -426,6 +428,11 @@ class Run:
     def elapsed(self) -> float:
         """Seconds since this process started the run."""
         return self.opts.clock.monotonic() - self._started
+
+    def wallclock_left(self) -> float | None:
+        """Seconds left of ``max_wallclock`` (None: no such budget)."""
+        cap = self.opts.max_wallclock
+        return cap - self.elapsed() if cap else None
 
     def _fenced_out(self) -> None:
         """The store refused one of our appends: the session is another holder's now."""

@@ -12,6 +12,8 @@ import anyio
 import mcp_types as types
 from structlog.typing import FilteringBoundLogger
 
+from scheduler import Clock
+
 from .._errors import ConfigurationError
 from .._tools import Tool
 from ._content import result_text
@@ -26,15 +28,22 @@ class MCPToolTable:
 
     A server's tool keeps its own name unless a tool of the agent, or of another server, has
     it: then it is ``{server}__{tool}``. Names are made safe for every provider (letters,
-    digits, ``_`` and ``-``, at most 64).
+    digits, ``_`` and ``-``, at most 64). ``clock`` and ``time_left`` bound each server's
+    start (see :class:`Link`).
     """
 
     def __init__(
-        self, servers: Sequence[MCPServer], local: Sequence[Tool], log: FilteringBoundLogger
+        self,
+        servers: Sequence[MCPServer],
+        local: Sequence[Tool],
+        log: FilteringBoundLogger,
+        *,
+        clock: Clock | None = None,
+        time_left: Callable[[], float | None] = lambda: None,
     ) -> None:
         self._log = log
         self._local = tuple(local)
-        self._links = [Link(server, log) for server in servers]
+        self._links = [Link(server, log, clock=clock, time_left=time_left) for server in servers]
         self._tools = self._local
 
     @asynccontextmanager
