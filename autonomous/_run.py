@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import os
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import AsyncExitStack, contextmanager
 from datetime import datetime
@@ -45,7 +43,7 @@ from ._result import AutonomousStatus, RunResult, StopReason
 from ._run_state import RunState
 from ._session_state import SessionState, session_state
 from ._summary import compactor_for
-from ._telemetry import Telemetry
+from ._telemetry import auto_telemetry
 from ._tool_table import ToolTable, open_tool_table
 
 #: Seconds (on the run's clock) that the run's last calls to the store share: the inbox's last
@@ -84,7 +82,7 @@ class Run:
         self.observer = Observer.for_run(
             progress=opts.progress,
             supervised=opts.supervisor is not None,
-            telemetry=opts.telemetry or _auto_telemetry(),
+            telemetry=opts.telemetry or auto_telemetry(),
         )
         self.controls = RunControls(Inbox(), self.observer)
         self.result: RunResult | None = None
@@ -548,28 +546,3 @@ class Run:
             timeout=_FINAL_WRITE_TIMEOUT,
         )
         return reason
-
-
-def _auto_telemetry() -> Telemetry:
-    """OpenTelemetry when the API is installed and an SDK provider is configured; else off.
-
-    With only the API installed every span would go to a no-op provider at a real cost per
-    call, so the runtime stays off until a program configures a provider. A program sets one
-    through ``opentelemetry.trace`` or names one in the environment (loaded by the look below),
-    so while neither is the case a run neither imports nor asks anything.
-    """
-    if "opentelemetry.trace" not in sys.modules and _PROVIDER_VARIABLE not in os.environ:
-        return _NO_TELEMETRY
-    try:
-        from opentelemetry import trace
-    except ImportError:
-        return _NO_TELEMETRY
-    provider = trace.get_tracer_provider()
-    if type(provider).__name__ in ("ProxyTracerProvider", "NoOpTracerProvider"):
-        return _NO_TELEMETRY
-    return Telemetry.create()
-
-
-_NO_TELEMETRY = Telemetry.disabled()
-#: opentelemetry's OTEL_PYTHON_TRACER_PROVIDER: a provider for get_tracer_provider() to load.
-_PROVIDER_VARIABLE = "OTEL_PYTHON_TRACER_PROVIDER"
