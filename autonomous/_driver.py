@@ -18,7 +18,7 @@ from ._agent import BuildFn, RebuildFn
 from ._durable import AdoptedLease
 from ._errors import ConfigurationError, GateWouldDeadlock
 from ._handle import AutonomousHandle
-from ._options import RunKwargs, RunOptions, make_options
+from ._options import BUDGET_NAMES, RunKwargs, RunOptions, make_options
 from ._result import RunResult
 from ._run import Run
 
@@ -79,6 +79,11 @@ async def resume_autonomous(
     which the run fences its appends with but leaves to the lender to renew and release.
     A session that completed returns its stored result at once; so does one that was stopped
     on purpose (``context_cancelled``, status ``stopped``) unless ``force=True``.
+
+    The session's budgets are the ones recorded in its log: a budget keyword given here
+    (``max_turns``, ``max_input_tokens``, ``max_output_tokens``, ``max_cost_usd``,
+    ``max_wallclock``) changes the session's, and the change is recorded; the others are the
+    recorded ones (a session from before budgets were recorded runs under the options').
     """
     if not isinstance(ref, SessionRef):
         raise ConfigurationError(f"resume_autonomous needs a SessionRef, got {ref!r}")
@@ -87,7 +92,9 @@ async def resume_autonomous(
     if lease is not None and lease.lease.key != ref.key:
         raise ConfigurationError(f"lease is of session {lease.lease.key}, not of {ref.key}")
     opts = _prepare(build, "resume", options)
-    return await Run(build, "", opts, resume=ref, force=force, lease=lease).execute()
+    given = frozenset(name for name in BUDGET_NAMES if name in options)
+    run = Run(build, "", opts, resume=ref, force=force, lease=lease, budgets_given=given)
+    return await run.execute()
 
 
 @attrs.define(eq=False)

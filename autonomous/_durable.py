@@ -30,7 +30,8 @@ from ._logging import get_logger
 from ._options import RunOptions
 from ._result import StopReason
 
-_WATCH_KINDS = (EventKind.INBOX_QUEUED, EventKind.CONTROL)
+#: The events a run obeys: inbox messages and control requests (from any process).
+WATCH_KINDS = (EventKind.INBOX_QUEUED, EventKind.CONTROL)
 _RELEASE_TIMEOUT = 5.0
 #: Seconds one renewal or read of the keeper may take (on the run's clock) unless told: a
 #: call in flight when the run stops must end within the run's last writes' time.
@@ -292,7 +293,7 @@ class SessionKeeper:
         """
         async with self._reading:
             try:
-                events = await self.log.read(self.key, after_seq=self.seen, kinds=_WATCH_KINDS)
+                events = await self.log.read(self.key, after_seq=self.seen, kinds=WATCH_KINDS)
             except CorruptEvent:
                 events = await self._read_past_bad_row()
             for event in events:
@@ -307,7 +308,7 @@ class SessionKeeper:
         after = self.seen
         while True:
             try:
-                batch = await self.log.read(self.key, after_seq=after, kinds=_WATCH_KINDS, limit=1)
+                batch = await self.log.read(self.key, after_seq=after, kinds=WATCH_KINDS, limit=1)
             except CorruptEvent as exc:
                 _log.error(
                     "control_event_unreadable",

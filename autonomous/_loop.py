@@ -29,8 +29,10 @@ from ._exit_tools import ControlTools
 from ._inbox import InboxMessage, inbox_block
 from ._observer import Observer
 from ._options import RunOptions
+from ._restore import INTERRUPTED
 from ._result import RetryDecision, RunResult, StopReason
-from ._run_state import RunState
+from ._results import error_record
+from ._run_state import Retrying, RunState
 from ._summary import Compactor
 from ._supervisor import AbortRun, PauseRun, Steer, consult, steer_message
 from ._tool_table import ToolTable
@@ -174,9 +176,12 @@ def _budget(deps: LoopDeps, state: RunState) -> StopReason | None:
 
 
 def _next_turn(state: RunState) -> int:
-    """The number of the turn about to run (a resumed, unfinished turn keeps its own)."""
+    """The number of the turn about to run (a resumed, unfinished turn and a retried one keep
+    their own)."""
     if state.resumed_turn is not None:
         return state.resumed_turn.turn
+    if state.retrying is not None:
+        return state.retrying.turn
     return state.tally.totals.turns + 1
 
 
@@ -221,9 +226,16 @@ async def _turn(deps: LoopDeps, state: RunState, runner: TurnRunner, turn: int) 
     base_prompt = state.next_prompt
     inbox = deps.controls.inbox
     resumed, state.resumed_turn = state.resumed_turn, None
+    retrying, state.retrying = state.retrying, None
     if resumed is not None:  # its prompt and answers are in the conversation already
         batch = tuple(m for m in inbox.snapshot() if m.message_id in resumed.inbox_ids)
         runner.resume_with(turn, resumed.calls, resumed.first_index)
+    elif retrying is not None:
+        # The failed attempt's prompt, answers and tool results stay in the conversation: the
+        # model goes on from what it did (its tool calls ran), as after a crash. An attempt
+        # spends a turn of the budget all the same.
+        batch = tuple(m for m in inbox.snapshot() if m.message_id in retrying.inbox_ids)
+        state.tally.totals = state.tally.totals.add_turn()
     else:
         batch = inbox.snapshot()
         prompt = inbox_block(batch, base_prompt)
@@ -296,10 +308,15 @@ async def _settle(
     if not failed:
         state.failed_attempts = 0
         state.steer = ""
-        if attempt.batch:
-            deps.controls.inbox.delivered(attempt.batch)
-            ids = tuple(m.message_id for m in attempt.batch)
-            deps.conv.record(InboxDelivered(ids, attempt.turn))
+        state.error = ""
+    # The turn is over unless it is retried; its inbox messages reached the model unless
+    # it failed and ends the run (they stay undelivered, kept for the next resume).
+    if isinstance(step, Retry):
+        state.retrying = Retrying(attempt.turn, tuple(m.message_id for m in attempt.batch))
+    elif attempt.batch and not (failed and isinstance(step, Finish)):
+        deps.controls.inbox.delivered(attempt.batch)
+        ids = tuple(m.message_id for m in attempt.batch)
+        deps.conv.record(InboxDelivered(ids, attempt.turn))
     if done is not None:
         state.record_done(done)
     if isinstance(step, Retry):
@@ -315,9 +332,15 @@ async def _settle(
 
 
 def _failed(deps: LoopDeps, state: RunState, turn: int, error: BaseException) -> RetryDecision:
-    """Count a failed attempt, cut it from the conversation, and ask the retry policy."""
+    """Count a failed attempt, answer the tool call it cut short, and ask the retry policy.
+
+    What the attempt did stays in the conversation (a call cut short is answered as
+    interrupted: it may or may not have taken effect), so that a retry, or the next turn,
+    never hides from the model a tool call that ran.
+    """
     state.failed_attempts += 1
-    deps.conv.abandon_turn()
+    state.error = error_record(error)
+    deps.conv.answer_open_calls(INTERRUPTED, turn)
     decision = _retry_decision(deps, error, state.failed_attempts)
     deps.observer.log.warning(
         "turn_failed",

@@ -9,6 +9,7 @@ from typing import Any, TypedDict
 
 import attrs
 
+from eventlog import Budgets
 from permissions import Gate
 from scheduler import Clock, Scheduler, SystemClock
 from usage import Pricing, Tracker
@@ -286,6 +287,19 @@ class RunKwargs(TypedDict, total=False):
 
 
 _OPTION_NAMES = frozenset(a.name for a in attrs.fields(RunOptions))
+
+#: The options that are a session's budgets (recorded in its log, see :class:`Budgets`).
+BUDGET_NAMES = tuple(a.name for a in attrs.fields(Budgets))
+
+
+def budgets_of(opts: RunOptions) -> Budgets:
+    """The budgets ``opts`` run under, as the log records them."""
+    return Budgets(**{name: getattr(opts, name) for name in BUDGET_NAMES})
+
+
+def with_budgets(opts: RunOptions, budgets: Budgets) -> RunOptions:
+    """``opts`` running under ``budgets``."""
+    return attrs.evolve(opts, **attrs.asdict(budgets))
 
 
 def make_options(kwargs: Mapping[str, Any]) -> RunOptions:

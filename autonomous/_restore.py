@@ -19,6 +19,7 @@ import attrs
 
 from eventlog import (
     AssistantMessage,
+    Budgets,
     Checkpoint,
     Control,
     Event,
@@ -81,6 +82,8 @@ class Restored:
     first_turn: int = 1
     #: The latest summary of cut turns (None: none written).
     summary: HistorySummary | None = None
+    #: The session's budgets as last recorded (None: a session from before they were).
+    budgets: Budgets | None = None
 
 
 async def restore(
@@ -99,7 +102,7 @@ async def restore(
     cp, cp_seq = known.checkpoint, known.checkpoint_seq
     tail = await log.read(key, after_seq=cp_seq)
     first = window.start(_last_turn(cp, tail))
-    history, numbers, unfinished = await _history(log, key, first, cp_seq, tail)
+    history, numbers, unfinished = await _history(log, key, first, known, tail)
     horizon = first_unseen(cp, cp_seq)
     inbox_from = min(cp.inbox_from_seq or horizon, horizon) if cp is not None else 1
     if inbox_from > cp_seq:
@@ -109,10 +112,12 @@ async def restore(
     pending, delivered = _inbox(inbox_events)
     controls = _controls(tail if horizon > cp_seq else await _read_controls(log, key, horizon))
     goal = cp.goal if cp is not None and cp.goal else await _first_prompt(log, key)
+    budgets = [e.payload for e in tail if isinstance(e.payload, Budgets)]
     return Restored(
         checkpoint=cp,
         checkpoint_seq=cp_seq,
         totals=_totals(cp, tail, counted=unfinished is not None),
+        budgets=budgets[-1] if budgets else cp.budgets if cp is not None else None,
         history=history,
         goal=goal,
         pending=pending,
@@ -145,7 +150,9 @@ def _last_turn(cp: Checkpoint | None, tail: list[Event]) -> int:
     for event in reversed(tail):
         if isinstance(event.payload, UserMessage):
             return event.payload.turn
-    return cp.turns if cp is not None else 0
+    if cp is None:
+        return 0
+    return cp.open_turn or cp.turns
 
 
 async def _latest_summary(log: EventLog, key: SessionKey) -> HistorySummary | None:
@@ -184,27 +191,33 @@ async def undelivered(
 
 
 def _totals(cp: Checkpoint | None, tail: list[Event], *, counted: bool) -> Totals:
-    """Checkpoint totals plus what a crashed turn spent after it (budgets never go back).
+    """Checkpoint totals plus what a crashed run spent after it (budgets never go back): every
+    model call whose answer is in the log counts.
 
-    A turn begun after the checkpoint counts; with no checkpoint at all, only one the model
-    answered (the resumed run goes on with it), so that a log of bare history starts at 0.
+    A turn begun after the checkpoint counts (a retry of a turn the checkpoint left open, once
+    the model answered in it); with no checkpoint at all, only one the model answered (the
+    resumed run goes on with it), so that a log of bare history starts at 0.
     """
     t = Totals() if cp is None else Totals.from_checkpoint(cp)
     started = False
+    retried = cp is not None and cp.open_turn > 0
     for event in tail:
         p = event.payload
         if isinstance(p, AssistantMessage | HistorySummary):
             t = t.add_call(p.input_tokens, p.output_tokens, p.cost_usd, p.cached_input_tokens)
+            started = started or (retried and isinstance(p, AssistantMessage))
         elif isinstance(p, UserMessage):
             started = True
     return t.add_turn() if started and (cp is not None or counted) else t
 
 
 async def _history(
-    log: EventLog, key: SessionKey, first: int, cp_seq: int, tail: list[Event]
+    log: EventLog, key: SessionKey, first: int, known: SessionState, tail: list[Event]
 ) -> tuple[list[Message], tuple[int, ...], Unfinished | None]:
     """The conversation of closed turns from turn ``first`` on, then the committed prefix of
-    a turn left unfinished after the checkpoint; and the turn number of each turn in it."""
+    a turn left unfinished after the checkpoint (or left open by it, for a retry); and the
+    turn number of each turn in it."""
+    cp, cp_seq = known.checkpoint, known.checkpoint_seq
     closed: list[Event] = []
     if cp_seq:
         after = await _seq_before_turn(log, key, first) if first > 1 else 0
@@ -213,14 +226,26 @@ async def _history(
         events = await log.read(key, after_seq=after, kinds=None) if after < cp_seq else []
         closed = [e for e in events if e.seq <= cp_seq and e.kind in HISTORY_KINDS]
         closed = closed[_first_prompt_at(closed, first) :]
+    open_part: list[Event] = []
+    if cp is not None and cp.open_turn:  # the checkpoint's turn goes on: it is not closed
+        start = _last_prompt_at(closed)
+        closed, open_part = closed[:start], closed[start:]
     turns = turns_from_events(closed)
     history = [m for _, messages in turns for m in messages]
     numbers = tuple(n for n, messages in turns if messages and messages[0]["role"] == "user")
-    unfinished = _unfinished([e for e in tail if e.kind in HISTORY_KINDS], closed)
+    unfinished = _unfinished(open_part + [e for e in tail if e.kind in HISTORY_KINDS], closed)
     if unfinished is None:
         return history, numbers, None
     prefix, state = unfinished
     return history + prefix, (*numbers, state.turn), state
+
+
+def _last_prompt_at(events: list[Event]) -> int:
+    """The index of the last prompt in ``events`` (their length when there is none)."""
+    for i in range(len(events) - 1, -1, -1):
+        if isinstance(events[i].payload, UserMessage):
+            return i
+    return len(events)
 
 
 def _first_prompt_at(events: list[Event], first: int) -> int:
@@ -248,17 +273,18 @@ async def _seq_before_turn(log: EventLog, key: SessionKey, first: int) -> int:
 
 
 def history_from_events(events: list[Event]) -> list[Message]:
-    """Messages of the turns closed by a checkpoint that did not mark them failed (see
-    :func:`turns_from_events`)."""
+    """Messages of the turns closed by a checkpoint (see :func:`turns_from_events`)."""
     return [m for _, messages in turns_from_events(events) for m in messages]
 
 
 def turns_from_events(events: list[Event]) -> list[tuple[int, list[Message]]]:
-    """The turns closed by a checkpoint that did not mark them failed: number and messages.
+    """The turns closed by a checkpoint: number and messages.
 
-    Each turn comes out well formed: every tool call answered once, by id, in order (a call
-    the log has no result for, as a log written before results were closed on exit may have,
-    is answered as interrupted; a result that answers no call is left out).
+    A failed attempt's messages are part of its turn (what its tool calls did stays in view);
+    a checkpoint that leaves its turn open for a retry does not close it. Each turn comes out
+    well formed: every tool call answered once, by id, in order (a call the log has no result
+    for, as a failed attempt of an older release or a log written before results were closed
+    on exit may have, is answered as interrupted; a result that answers no call is left out).
     """
     turns: list[tuple[int, list[Message]]] = []
     turn: list[Message] = []
@@ -266,7 +292,9 @@ def turns_from_events(events: list[Event]) -> list[tuple[int, list[Message]]]:
     for event in events:
         p = event.payload
         if isinstance(p, Checkpoint):
-            if not p.turn_failed and turn:
+            if p.open_turn:
+                continue
+            if turn:
                 turns.append((number, well_formed(turn)))
             turn = []
         elif isinstance(p, UserMessage):

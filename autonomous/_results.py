@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 from typing import Any
 
 import attrs
@@ -69,6 +70,33 @@ def format_error(exc: BaseException, max_chars: int = 2000) -> str:
     message past ``max_chars`` is truncated as in :func:`format_result`. Never raises.
     """
     return _finish(f"error: {_exception_text(exc)}", max_chars)
+
+
+#: The most characters of an error a checkpoint keeps (with the note that says it was cut).
+ERROR_RECORD_CHARS = 1000
+
+#: What looks like a credential in an error message: an API key (``sk-...``), a bearer token,
+#: a ``key=value`` pair whose name says secret, or the password of a URL.
+_SECRETS = re.compile(
+    r"(?P<key>\bsk-[A-Za-z0-9_-]{4})[A-Za-z0-9_-]+"
+    r"|(?P<bearer>\bBearer\s+)\S+"
+    r"|(?P<pair>\b[\w-]*(?:api[_-]?key|token|secret|password|passwd|authorization)[\w-]*"
+    r"[\"']?\s*[:=]\s*[\"']?)[^\s\"',;&]+"
+    r"|(?P<url>://[^/\s:@]+:)[^@\s/]+(?=@)",
+    re.IGNORECASE,
+)
+
+
+def _masked(match: re.Match[str]) -> str:
+    prefix = next(group for group in match.groups() if group is not None)
+    return f"{prefix}***"
+
+
+def error_record(exc: BaseException) -> str:
+    """The error behind a failed turn as a checkpoint keeps it, for an operator to read:
+    ``"<Type>: <message>"``, what looks like a credential masked, at most
+    :data:`ERROR_RECORD_CHARS` characters. Never raises."""
+    return _finish(_SECRETS.sub(_masked, _exception_text(exc)), ERROR_RECORD_CHARS)
 
 
 #: The start of the answer for a result whose rendering raised.

@@ -13,8 +13,11 @@ import attrs
 from structlog.typing import FilteringBoundLogger
 
 from eventlog import (
+    Budgets,
     Checkpoint,
     Event,
+    EventKind,
+    EventLog,
     EventLogError,
     InboxDelivered,
     LeaseLost,
@@ -29,7 +32,7 @@ from ._agent import Agent
 from ._control_requests import RunControls
 from ._conversation import Conversation, Window
 from ._decide import status_for
-from ._durable import AdoptedLease, SessionKeeper
+from ._durable import WATCH_KINDS, AdoptedLease, SessionKeeper
 from ._errors import BuildError, ConfigurationError
 from ._exit_tools import ControlTools
 from ._inbox import Inbox, Wake
@@ -37,9 +40,10 @@ from ._logging import get_logger
 from ._loop import LoopDeps, run_loop
 from ._models._litellm import LiteLLMModel
 from ._observer import Observer
-from ._options import RunOptions
+from ._options import RunOptions, budgets_of, with_budgets
 from ._restore import INTERRUPTED, describe, load_history, restore, undelivered
 from ._result import AutonomousStatus, RunResult, StopReason
+from ._results import error_record
 from ._run_state import RunState
 from ._session_state import SessionState, session_state
 from ._summary import compactor_for
@@ -72,6 +76,7 @@ class Run:
         resume: SessionRef | None = None,
         force: bool = False,
         lease: AdoptedLease | None = None,
+        budgets_given: frozenset[str] = frozenset(),
     ) -> None:
         self.build = build
         self.opts = opts
@@ -96,6 +101,9 @@ class Run:
         self._started = 0.0
         self._resources = AsyncExitStack()
         self._tools: ToolTable | None = None
+        self._prices = _NO_PRICING
+        #: The budgets given to a resume explicitly: they change the session's recorded ones.
+        self.budgets_given = budgets_given
 
     @property
     def log(self) -> FilteringBoundLogger:
@@ -154,30 +162,60 @@ class Run:
             if await self._finished_already(ref) is not None:
                 return None
         agent = await self._build()
+        conv = self._open(agent)
+        self._prices = await self._pricing(agent)
+        if ref is None:
+            self._refuse_unpriced_cap(agent)
+            if agent.session is not None:
+                await refuse_started(conv.log, conv.key)
         self._tools = await open_tool_table(
             agent, self._resources, self.log, clock=self.opts.clock, time_left=self.wallclock_left
         )
-        conv = self._open(agent)
-        if ref is None and agent.session is not None:
-            await self._refuse_existing(agent.session)
         if self._keeper is None and conv.log.durable:
             key = conv.key
             await self._hold(SessionRef(conv.log, key.app, key.user, key.session_id))
         if self._keeper is not None:
             conv.lease = self._keeper.lease  # every append of the run is fenced by it
-        watch_after = None
         if ref is not None:
-            watch_after = await self._resume(conv)
+            await self._watch_after(await self._resume(conv, agent))
         else:
             conv.goal = self.state.goal
-        if self._keeper is not None:
-            await self._keeper.start_watching_after(watch_after)
+            # A new session's inbox and control are read from its first event: whatever was
+            # sent to it before this run took its lease is obeyed (a stop) or delivered.
+            await self._watch_after(0)
+            if conv.log.durable:
+                await self._record_start()
         self.controls.ready.set()
         return agent
 
-    async def _resume(self, conv: Conversation) -> int:
+    async def _watch_after(self, seq: int) -> None:
+        """Obey the inbox and control events after ``seq`` now, and (on a durable session)
+        watch for the later ones."""
+        keeper = self._keeper
+        if keeper is not None:
+            await keeper.start_watching_after(seq)
+            if seq == 0:
+                await keeper.poll()
+            return
+        if seq == 0:  # no watch: one read of what was sent before the run
+            assert self.conv is not None
+            for event in await self.conv.log.read(self.conv.key, kinds=WATCH_KINDS):
+                self.controls.apply_remote(event)
+
+    async def _record_start(self) -> None:
+        """Record a new durable session's start before its first turn: its budgets, and a
+        first checkpoint (no turns yet, the goal as the next prompt), so that a run that dies
+        in its first turn leaves a session that is listed, resumed with its goal and budgets,
+        and never started again as new."""
+        assert self.conv is not None
+        self.conv.record(budgets_of(self.opts))
+        self.conv.record(self._checkpoint_of(None))
+        await self.conv.flush()
+
+    async def _resume(self, conv: Conversation, agent: Agent) -> int:
         """Put the run where its session's log left it; the last seq read."""
         restored = await restore(conv.log, conv.key, window=conv.window, known=self._session)
+        self._adopt_budgets(conv, agent, restored.budgets)
         prompt = self.opts.continuation_prompt
         self.state = RunState.from_restored(restored, continuation_prompt=prompt)
         inbox = self.controls.inbox
@@ -192,6 +230,18 @@ class Run:
         self.log.info("run_resumed", **describe(restored))
         await self._close_complete_turn()
         return restored.last_seq
+
+    def _adopt_budgets(self, conv: Conversation, agent: Agent, recorded: Budgets | None) -> None:
+        """Run under the session's recorded budgets, but for those given to this resume
+        explicitly (a change, recorded in the log); a session from before budgets were
+        recorded runs under the options' and has them recorded now."""
+        given = {name: getattr(self.opts, name) for name in self.budgets_given}
+        budgets = attrs.evolve(recorded, **given) if recorded is not None else budgets_of(self.opts)
+        self.opts = with_budgets(self.opts, budgets)
+        self._refuse_unpriced_cap(agent)
+        if budgets != recorded:  # in the run's next write, with what it changes
+            conv.record(budgets)
+            self.log.info("budgets_recorded", **attrs.asdict(budgets))
 
     async def _drive(self, agent: Agent) -> RunResult:
         """The keeper's tasks (on a durable session) around the loop."""
@@ -224,8 +274,8 @@ class Run:
 
     async def _loop_deps(self, agent: Agent) -> LoopDeps:
         assert self.conv is not None
-        pricing = await self._pricing(agent)
-        self.state.unpriced = pricing is _NO_PRICING
+        pricing = self._prices
+        self.state.unpriced = pricing.is_zero
         return LoopDeps(
             opts=self.opts,
             conv=self.conv,
@@ -284,15 +334,6 @@ class Run:
             await self._keeper.append_last(events)
         else:
             await ref.log.append(events)
-
-    async def _refuse_existing(self, ref: SessionRef) -> None:
-        """A fresh run must not start a session that has checkpoints: its totals would start
-        from zero and the session's checkpoints go backwards."""
-        if await ref.log.latest_checkpoint(ref.key) is not None:
-            raise ConfigurationError(
-                f"session {ref.key} already has checkpoints: continue it with "
-                "resume_autonomous(build, ref, ...), or start a new session_id"
-            )
 
     async def _close_complete_turn(self) -> None:
         """Close a resumed turn whose last answer is in the log but not its checkpoint."""
@@ -363,6 +404,8 @@ class Run:
         return self.conv
 
     async def _pricing(self, agent: Agent) -> Pricing:
+        """The run's prices: its ``pricing`` option, else litellm's for a litellm model, else
+        none (every cost is zero)."""
         if self.opts.pricing is not None:
             return self.opts.pricing
         if isinstance(agent.model, LiteLLMModel):
@@ -370,9 +413,19 @@ class Run:
                 return await anyio.to_thread.run_sync(Pricing.for_model, agent.model.name)
             except LookupError:
                 pass
-        if self.opts.max_cost_usd:
-            self.log.warning("cost_cap_without_pricing", max_cost_usd=self.opts.max_cost_usd)
         return _NO_PRICING
+
+    def _refuse_unpriced_cap(self, agent: Agent) -> None:
+        """A dollar cap needs prices to count with: without them every call costs $0 and
+        the cap could never stop the run."""
+        cap = self.opts.max_cost_usd
+        if cap and self._prices.is_zero:
+            raise ConfigurationError(
+                f"max_cost_usd={cap:g} could never stop this run: model {agent.model.name!r} "
+                "has no prices (none given, and litellm's price table does not list it); pass "
+                "pricing=Pricing(input_per_mtok=..., output_per_mtok=...) (USD per million "
+                "tokens), or leave max_cost_usd at 0"
+            )
 
     async def poll_inbox(self) -> None:
         """Read the inbox and control events other processes appended since the log watch
@@ -455,20 +508,11 @@ class Run:
         next_wake_at: datetime | None = None,
         last: bool = False,
     ) -> None:
-        """Append a checkpoint; it closes the turn before it, as failed when the last turn
-        failed (a resume then leaves that turn out of the history)."""
+        """Append a checkpoint; it closes the turn before it (unless it left it open for a
+        retry), and records the failure behind it when the turn failed."""
         assert self.conv is not None
-        keeper, controls = self._keeper, self.controls
-        checkpoint = self.state.to_checkpoint(
-            stop_reason,
-            next_wake_at=next_wake_at,
-            inbox_from_seq=controls.inbox.oldest_seq(),
-            paused=controls.paused,
-            stopped=controls.stop_requested,
-            unseen_from=keeper.seen + 1 if keeper is not None else 0,
-        )
-        if self.opts.agent_version:  # which agent wrote it: a worker checks before resuming
-            checkpoint = attrs.evolve(checkpoint, agent_version=self.opts.agent_version)
+        keeper = self._keeper
+        checkpoint = self._checkpoint_of(stop_reason, next_wake_at=next_wake_at)
         self.state.last_turn_failed = False
         self.conv.record(checkpoint)
         if last and keeper is not None:  # the lease goes with the run's last write
@@ -477,6 +521,24 @@ class Run:
             await self.conv.flush()
         reason = stop_reason.value if stop_reason else None
         await self.observer.checkpoint_written(checkpoint.turns, reason)
+
+    def _checkpoint_of(
+        self, stop_reason: StopReason | None, *, next_wake_at: datetime | None = None
+    ) -> Checkpoint:
+        """The checkpoint of the run as it stands."""
+        keeper, controls = self._keeper, self.controls
+        checkpoint = self.state.to_checkpoint(
+            stop_reason,
+            next_wake_at=next_wake_at,
+            inbox_from_seq=controls.inbox.oldest_seq(),
+            paused=controls.paused,
+            stopped=controls.stop_requested,
+            unseen_from=keeper.seen + 1 if keeper is not None else 0,
+            budgets=budgets_of(self.opts),
+        )
+        if self.opts.agent_version:  # which agent wrote it: a worker checks before resuming
+            checkpoint = attrs.evolve(checkpoint, agent_version=self.opts.agent_version)
+        return checkpoint
 
     def _finish(self, result: RunResult) -> None:
         self.result = result
@@ -489,6 +551,8 @@ class Run:
             return self.result
         state = self.state
         state.abort_reason = why or state.abort_reason
+        if error is not None:  # the failure behind the exit goes into the final checkpoint
+            state.error = error_record(error)
         lost = reason is StopReason.LEASE_LOST  # the session is no longer ours to read or write
         if not lost:
             with self._last_writes():  # what came since the last poll is reported, not dropped
@@ -546,3 +610,18 @@ class Run:
             timeout=_FINAL_WRITE_TIMEOUT,
         )
         return reason
+
+
+async def refuse_started(log: EventLog, key: SessionKey) -> None:
+    """Refuse to start ``key`` as a new session when a run started it already (a checkpoint,
+    or a conversation a run left before its first checkpoint): its totals would start from
+    zero and its history hold two first turns. Injects, control requests and notes sent
+    before the first run do not count: the first run reads them."""
+    started = await log.latest_checkpoint(key) is not None or bool(
+        await log.read_last(key, [EventKind.USER_MESSAGE, EventKind.ASSISTANT_MESSAGE], 1)
+    )
+    if started:
+        raise ConfigurationError(
+            f"session {key} already exists: continue it with "
+            "resume_autonomous(build, ref, ...), or start a new session_id"
+        )

@@ -14,13 +14,22 @@ from typing import Any
 
 import attrs
 
-from eventlog import Checkpoint
+from eventlog import Budgets, Checkpoint
 
 from ._decide import Totals
 from ._exit_tools import DoneSignal
 from ._restore import Restored, Unfinished
 from ._result import RunResult, StopReason
 from ._turn import Tally
+
+
+@attrs.frozen
+class Retrying:
+    """A turn whose attempt failed and goes on in a retry: its number, and the inbox messages
+    its prompt carries (delivered once an attempt of it succeeds)."""
+
+    turn: int
+    inbox_ids: tuple[str, ...]
 
 
 @attrs.define(eq=False)
@@ -42,10 +51,15 @@ class RunState:
     failed_attempts: int = 0
     #: The done tool was called while inbox messages waited: one more turn delivers them.
     finishing: bool = False
-    #: The last turn failed and was cut from the conversation (its checkpoint says so).
+    #: The last attempt failed (its checkpoint says so).
     last_turn_failed: bool = False
+    #: The failure behind the last failed attempt, as checkpoints record it ("" after a turn
+    #: that did not fail).
+    error: str = ""
     #: The turn a crash left unfinished, which the first turn of a resumed run goes on with.
     resumed_turn: Unfinished | None = None
+    #: The turn whose failed attempt the next attempt continues (a retry).
+    retrying: Retrying | None = None
     #: Supervisor guidance framed into the next turn's prompt ("" = none).
     steer: str = ""
     #: Why a supervisor (or pause_max) aborted the run.
@@ -98,6 +112,7 @@ class RunState:
         paused: bool,
         stopped: bool,
         unseen_from: int,
+        budgets: Budgets,
     ) -> Checkpoint:
         """The checkpoint of this state; the fields the run's controls and log watch own are
         passed in."""
@@ -124,6 +139,9 @@ class RunState:
             paused=paused,
             stopped=stopped,
             unseen_from=unseen_from,
+            budgets=budgets,
+            error=self.error,
+            open_turn=self.retrying.turn if self.retrying is not None else 0,
         )
 
     def to_result(

@@ -174,6 +174,14 @@ def _check_fn(tool: Tool, _attribute: Any, value: Any) -> None:
         )
 
 
+def _to_aliases(value: Any) -> tuple[str, ...]:
+    """Non-empty strings (an MCP server names its tools freely), each once, in order."""
+    aliases = () if isinstance(value, str) else tuple(value)  # a string's letters are no names
+    if isinstance(value, str) or not all(isinstance(a, str) and a for a in aliases):
+        raise ConfigurationError(f"tool aliases must be non-empty strings in a list: {value!r}")
+    return tuple(dict.fromkeys(aliases))
+
+
 def _check_timeout(tool: Tool, _attribute: Any, value: float | None) -> None:
     """A timeout is positive seconds, or None for the run's ``tool_timeout``."""
     if value is not None and not value > 0:
@@ -193,6 +201,8 @@ class Tool:
     ``idempotent`` marks a tool that is safe to run twice: only such a tool is run again on
     resume when a crash interrupted its call (others are answered as interrupted).
     ``destructive`` marks a tool that may destroy something: a prompter is told so.
+    ``aliases``: the other names it is known by (an MCP tool's own, ``{server}__{tool}``);
+    the permission gate tries its rules on all its :attr:`names`, so none slips a deny rule.
     """
 
     name: str = attrs.field(validator=_check_name)
@@ -204,13 +214,21 @@ class Tool:
     fatal_timeout: bool = False
     idempotent: bool = False
     destructive: bool = False
+    aliases: tuple[str, ...] = attrs.field(default=(), converter=_to_aliases, kw_only=True)
     _spec: dict[str, Any] = attrs.field(init=False, repr=False)
     _arguments: _Arguments = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
+        if self.name in self.aliases:  # a name is no alias of itself
+            object.__setattr__(self, "aliases", tuple(a for a in self.aliases if a != self.name))
         spec = {"name": self.name, "description": self.description, "parameters": self.parameters}
         object.__setattr__(self, "_spec", {"type": "function", "function": spec})
         object.__setattr__(self, "_arguments", _arguments_of(self.parameters))
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every name the tool is known by: :attr:`name`, then its aliases."""
+        return (self.name, *self.aliases)
 
     def spec(self) -> dict[str, Any]:
         """Return the OpenAI ``tools`` entry, built once; callers must not mutate it."""

@@ -327,12 +327,15 @@ class TurnRunner:
         self, tool: Tool, args: dict[str, Any], turn: int, caller: Caller | None
     ) -> str:
         """The permission gate's decision, recorded; the answer when it denies the call, else
-        the empty string."""
+        the empty string. The gate tries its rules on every name of the tool (an MCP tool's
+        name on its server, say, besides the one it is offered under), and the log records
+        them all."""
         assert self.gate is not None
         # The prompt's timeout runs on the run's clock, as every other wait the run owns.
         decision = await self.gate.check(
             tool.name,
             args,
+            aliases=tool.aliases,
             caller=caller,
             read_only=tool.read_only,
             destructive=tool.destructive,
@@ -341,6 +344,7 @@ class TurnRunner:
         self.conv.record(
             PermissionDecision(
                 tool=tool.name,
+                aliases=tool.aliases,
                 allowed=decision.allowed,
                 reason=decision.reason,
                 turn=turn,

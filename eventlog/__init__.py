@@ -1,29 +1,34 @@
 """Append-only event log: events; in-memory, SQLite and PostgreSQL stores; checkpoints; leases.
 
 Map:
-    _events.py   the event envelope and one frozen payload class per kind
+    _events.py   the event envelope, one frozen payload class per kind, session keys and
+                 their limit (MAX_KEY_LENGTH)
     _codec.py    JSON through one private cattrs converter, schema version checks
     _store.py    the EventLog protocol, SessionRef, leases, claims, session summaries, prune results
     _memory.py   MemoryEventLog: in-process, not durable
     _sqlite.py   SqliteEventLog: aiosqlite, WAL, one transaction per write, lease rows
     _sqlite_tx.py  what runs inside those transactions: inserts, the lease fence, claims,
-                 batched renewals, migration
+                 batched renewals, migration, a connection's set-up
     _sqlite_prune.py  SqliteEventLog.prune's statements: candidates, a batch per transaction
     _sqlite_errors.py  SqliteEventLog's error messages (a file it cannot use, sqlite errors)
     _schema.py   SqliteEventLog's tables, statements and row conversions
     _worker.py   aiosqlite's thread: one trip per operation, a daemon closed at exit
     _postgres.py  PostgresEventLog: psycopg 3 async, a pool, one statement per write, claims
-    _postgres_sql.py  all of PostgresEventLog's SQL: schema, statements, migrations
+    _postgres_sql.py  PostgresEventLog's SQL but prune's: schema, statements, migrations
     _postgres_rows.py  its rows read back: events, session summaries, leases, claims
     _postgres_batch.py  a batch of events as its append statement's parameters (plain or JSON)
-    _postgres_text.py  how it stores text: U+0000 escaped, keys as parameters, notification payloads
+    _postgres_text.py  how it stores text: U+0000 escaped, keys as parameters, notification
+                 payloads (a digest of the key)
     _postgres_conn.py  its pool and connections: the masked DSN, server errors, schema set-up
-    _postgres_prune.py  PostgresEventLog.prune's statements: candidates, a batch per statement
+    _postgres_prune.py  PostgresEventLog.prune's SQL and statements: candidates, a batch per
+                 statement
     _postgres_listen.py  its LISTEN connection and Watch (wake-ups across processes)
-    _prune.py    the prune both durable logs run: finished sessions, emptied in short batches
-    _summary_rows.py  session summary and lease rows read back, for both durable logs
-    _rules.py    pure rules the stores share: lease takeover, summaries, due, interrupted and
-                 finished sessions
+    _prune.py    the prune both durable logs run: finished (on request, interrupted) sessions,
+                 emptied in short batches
+    _summary_rows.py  session summary and lease rows read back, for both durable logs (a
+                 listed session with its checkpoint decoded)
+    _rules.py    pure rules the stores share: lease takeover, summaries, due, interrupted,
+                 cut-off and finished sessions, keys checked
     _process.py  this host's process table: a holder's start time, zombies, reused pids
     _errors.py   the error tree (EventLogError at the root)
 """
@@ -34,6 +39,7 @@ from ._codec import decode_payload, encode_payload, event_from_dict, event_to_di
 from ._errors import (
     CorruptEvent,
     EventLogError,
+    InvalidSessionKey,
     LeaseLost,
     SessionFinished,
     SessionLocked,
@@ -41,6 +47,7 @@ from ._errors import (
     UnknownSchemaVersion,
 )
 from ._events import (
+    MAX_KEY_LENGTH,
     SCHEMA_VERSION,
     AssistantMessage,
     Budgets,
@@ -106,6 +113,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "MAX_KEY_LENGTH",
     "SCHEMA_VERSION",
     "AssistantMessage",
     "Budgets",
@@ -121,6 +129,7 @@ __all__ = [
     "HistorySummary",
     "InboxDelivered",
     "InboxQueued",
+    "InvalidSessionKey",
     "Lease",
     "LeaseHolder",
     "LeaseLost",

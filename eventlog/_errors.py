@@ -6,6 +6,7 @@ EventLogError
 ├── SessionFinished        the session has finished: control and inject are refused
 ├── CorruptEvent           a stored row that cannot be read back (also a ValueError)
 │   └── UnknownSchemaVersion   written by a newer (or unknown) schema
+├── InvalidSessionKey      a key no store takes: a part too long, or not text (also a ValueError)
 └── StoreUnavailable       the database cannot be opened or written (missing, read-only, full)
 """
 
@@ -59,6 +60,16 @@ class CorruptEvent(EventLogError, ValueError):
 
 class UnknownSchemaVersion(CorruptEvent):
     """A stored event was written with a schema version this code does not know."""
+
+
+class InvalidSessionKey(EventLogError, ValueError):
+    """A session key no store takes, refused before anything is written: ``part`` (``app``,
+    ``user`` or ``session_id``) is longer than :data:`~eventlog.MAX_KEY_LENGTH` characters, or
+    is not text that can be stored (not a ``str``, or a lone surrogate)."""
+
+    def __init__(self, part: str, detail: str) -> None:
+        super().__init__(f"session key part {part} {detail}")
+        self.part = part
 
 
 class StoreUnavailable(EventLogError):

@@ -11,6 +11,8 @@ from typing import Any, TypeAlias
 
 import attrs
 
+from ._errors import InvalidSessionKey
+
 #: The schema version written with every event; reading any other version fails fast.
 SCHEMA_VERSION = 1
 
@@ -32,9 +34,27 @@ class EventKind(enum.StrEnum):
     BUDGETS = "budgets"
 
 
+#: The most characters (Unicode code points) each part of a session key (``app``, ``user``,
+#: ``session_id``) may have. PostgreSQL indexes the three together, and an index entry holds
+#: at most 2,704 bytes (a third of an 8 KiB page, less its overhead); a character takes at
+#: most four bytes there (one beyond U+FFFF, or U+0000 and U+0010, which it stores escaped as
+#: two characters). Three parts of 200 such characters make an entry of 2,420 bytes.
+MAX_KEY_LENGTH = 200
+
+_KEY_PARTS = ("app", "user", "session_id")
+
+
 @attrs.frozen
 class SessionKey:
-    """The identity of one session inside a log: (app, user, session_id)."""
+    """The identity of one session inside a log: (app, user, session_id).
+
+    Each part is any text (``/``, ``..``, U+0000 and emoji included) of at most
+    :data:`MAX_KEY_LENGTH` characters; every store refuses a longer part, or one that is not
+    text it can store (a lone surrogate), with :class:`~eventlog.InvalidSessionKey` before it
+    writes anything (an append, a lease), and so does :class:`~eventlog.SessionRef` when it is
+    made. A key is not checked when it is made, so that a log written before the limit can
+    still be read.
+    """
 
     app: str
     user: str
@@ -42,6 +62,28 @@ class SessionKey:
 
     def __str__(self) -> str:
         return f"{self.app}/{self.user}/{self.session_id}"
+
+
+def check_key(key: SessionKey) -> None:
+    """Refuse a key no store takes (:class:`InvalidSessionKey`): a part that is not a ``str``,
+    is longer than :data:`MAX_KEY_LENGTH` characters, or holds a lone surrogate (no UTF-8)."""
+    for name in _KEY_PARTS:
+        part = getattr(key, name)
+        if not isinstance(part, str):
+            raise InvalidSessionKey(name, f"must be text, not {type(part).__name__}")
+        if len(part) > MAX_KEY_LENGTH:
+            raise InvalidSessionKey(
+                name,
+                f"has {len(part):,} characters ({part[:20]!r}...), more than the"
+                f" {MAX_KEY_LENGTH} a part may have",
+            )
+        if not part.isascii():
+            try:
+                part.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise InvalidSessionKey(
+                    name, f"is not text a store can hold: {exc.reason} at index {exc.start}"
+                ) from None
 
 
 @attrs.frozen
@@ -168,24 +210,24 @@ class Checkpoint:
     ``stop_reason`` is ``None`` while the run goes on; a run that ended writes the reason.
     ``turn_failed`` marks the checkpoint of a failed attempt; its conversation events stay part
     of the history (logs written before this release cut them, and a resume reads them as well
-    formed history all the same), and ``turn_open`` says that the turn goes on after it: a retry
-    continues it from what the failed attempt left. ``error`` is the failure behind the turn
-    (``Type: message``, bounded, secrets masked; "" when none). ``failed_attempts`` counts
-    consecutive failures of the current turn (the retry policy's ``attempt``). ``goal`` is the
-    run's first prompt (kept in every window of history). ``inbox_from_seq`` is the seq of the
-    oldest inbox message not yet delivered (0: none), so a resume reads the inbox from there.
-    ``paused``: the run was parked by a pause when it wrote this. ``stopped``: the run was
-    stopped on purpose by a stop request (a resume needs force). ``unseen_from`` is the first log
-    seq whose inbox and control events the run had not read when it wrote this (0: not known):
-    a resume obeys what came from there on, even before the checkpoint. ``unpriced``: the run
-    had no prices for its model (no ``pricing``, not in litellm's table), so ``cost_usd``
-    counts nothing; ``autonomous ls`` says so rather than show $0. ``agent_version`` is what
-    defined the agent that wrote it (the run option of that name: the CLI puts its spec file's
-    digest there), so a worker can tell whether it would run the same agent ("" when unsaid);
-    the schema version is the event's own ``v``. ``cached_input_tokens``: the part of
-    ``input_tokens`` read from the provider's prompt cache (0 in checkpoints written before it).
-    ``budgets`` are the session's budgets when it was written (None in checkpoints written
-    before budgets were recorded).
+    formed history all the same), and ``open_turn`` names the turn that goes on after it (0:
+    none): a retry continues it from what the failed attempt left. ``error`` is the failure
+    behind the turn (``Type: message``, bounded, secrets masked; "" when none).
+    ``failed_attempts`` counts consecutive failures of the current turn (the retry policy's
+    ``attempt``). ``goal`` is the run's first prompt (kept in every window of history).
+    ``inbox_from_seq`` is the seq of the oldest inbox message not yet delivered (0: none), so a
+    resume reads the inbox from there. ``paused``: the run was parked by a pause when it wrote
+    this. ``stopped``: the run was stopped on purpose by a stop request (a resume needs force).
+    ``unseen_from`` is the first log seq whose inbox and control events the run had not read
+    when it wrote this (0: not known): a resume obeys what came from there on, even before the
+    checkpoint. ``unpriced``: the run had no prices for its model (no ``pricing``, not in
+    litellm's table), so ``cost_usd`` counts nothing; ``autonomous ls`` says so rather than show
+    $0. ``agent_version`` is what defined the agent that wrote it (the run option of that name:
+    the CLI puts its spec file's digest there), so a worker can tell whether it would run the
+    same agent ("" when unsaid); the schema version is the event's own ``v``.
+    ``cached_input_tokens``: the part of ``input_tokens`` read from the provider's prompt cache
+    (0 in checkpoints written before it). ``budgets`` are the session's budgets when it was
+    written (None in checkpoints written before budgets were recorded).
     """
 
     turns: int
@@ -212,12 +254,14 @@ class Checkpoint:
     cached_input_tokens: int = 0
     budgets: Budgets | None = None
     error: str = ""
-    turn_open: bool = False
+    open_turn: int = 0
 
 
 @attrs.frozen
 class PermissionDecision:
-    """The permission gate's answer to one tool call."""
+    """The permission gate's answer to one tool call: ``tool`` is the name it was called by,
+    ``aliases`` the other names the gate's rules were tried on (an MCP tool's name on its
+    server, ``{server}__{tool}``)."""
 
     tool: str
     allowed: bool
@@ -225,6 +269,7 @@ class PermissionDecision:
     turn: int
     caller: Originator | None = None
     mode: str = ""
+    aliases: tuple[str, ...] = ()
 
 
 @attrs.frozen

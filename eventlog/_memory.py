@@ -15,9 +15,10 @@ from typing import Self
 import attrs
 
 from ._errors import LeaseLost, SessionLocked, StoreUnavailable
-from ._events import Event, EventKind, SessionKey, utcnow
+from ._events import Event, EventKind, SessionKey, check_key, utcnow
 from ._rules import (
     as_utc,
+    check_batch_keys,
     check_claim_limit,
     check_fenced_batch,
     check_limit,
@@ -30,6 +31,7 @@ from ._rules import (
     may_take_lease,
     process_alive,
     prunable,
+    summary_before_checkpoint,
     summary_of,
     with_marks,
 )
@@ -50,7 +52,8 @@ _seq_of = itemgetter(0)
 
 
 def _kept(stored: _Stored, checkpoint_seq: int) -> bool:
-    """Whether a prune keeps the stored event: the latest checkpoint, or a note."""
+    """Whether a prune keeps the stored event: the latest checkpoint (seq 0: none), or a
+    note."""
     seq, event = stored
     return seq == checkpoint_seq or event.kind is EventKind.NOTE
 
@@ -130,6 +133,7 @@ class MemoryEventLog:
         """
         if self._closed:
             self._check_open()
+        check_batch_keys(events)
         if lease is not None:
             check_fenced_batch(events, lease)
             self._check_fence(lease)
@@ -150,7 +154,7 @@ class MemoryEventLog:
             if event.kind == EventKind.CHECKPOINT:
                 self._checkpoints[key] = (seq, event)
                 self._marks.pop(key, None)
-            elif event.kind == EventKind.CONTROL and key in self._checkpoints:
+            elif event.kind == EventKind.CONTROL:
                 self._mark(key, event)
         return list(range(first, self._seq + 1))
 
@@ -204,10 +208,17 @@ class MemoryEventLog:
         return None if stored is None else _with_seq(stored)
 
     async def sessions(self) -> list[SessionSummary]:
-        """Every session that has written a checkpoint, newest first, with its live holder."""
+        """Every session that has an event, with its live holder; newest first, by its latest
+        checkpoint's seq, else its newest event's."""
         self._check_open()
-        newest = sorted(self._current_summaries(), key=lambda s: s.checkpoint_seq, reverse=True)
-        return [self._with_holder(summary) for summary in newest]
+        checkpoints = self._checkpoints
+        listed = [
+            (s.checkpoint_seq, attrs.evolve(s, checkpoint=checkpoint_of(checkpoints[s.key][1])))
+            for s in self._current_summaries()
+        ]
+        listed += self._without_checkpoint()
+        listed.sort(key=_seq_of, reverse=True)
+        return [self._with_holder(summary) for _, summary in listed]
 
     async def due_sessions(self, now: datetime) -> list[SessionSummary]:
         """Sessions whose latest checkpoint is ``deferred`` with ``next_wake_at <= now``.
@@ -219,9 +230,12 @@ class MemoryEventLog:
         due.sort(key=lambda s: (s.next_wake_at, s.checkpoint_seq))
         return [self._with_holder(summary) for summary in due]
 
-    async def prune(self, before: datetime, *, dry_run: bool = False) -> PruneResult:
+    async def prune(
+        self, before: datetime, *, dry_run: bool = False, interrupted: bool = False
+    ) -> PruneResult:
         """Drop the events of sessions that finished before ``before``, but their final
-        checkpoint (the rules are :meth:`eventlog.EventLog.prune`'s).
+        checkpoint (the rules are :meth:`eventlog.EventLog.prune`'s; ``interrupted`` takes the
+        cut-off sessions and those without a checkpoint too).
 
         One step with no ``await`` in it: no run can take a session's lease meanwhile.
         """
@@ -230,11 +244,16 @@ class MemoryEventLog:
         asker = LeaseHolder.this_process()
         pruned: list[PrunedSession] = []
         held: list[SessionKey] = []
-        for summary in sorted(self._current_summaries(), key=lambda s: s.checkpoint_seq):
+        listed = [(summary.checkpoint_seq, summary) for summary in self._current_summaries()]
+        listed += self._without_checkpoint()
+        for _, summary in sorted(listed, key=_seq_of):
             key = summary.key
             bucket = self._events[key]
             kept = [stored for stored in bucket if _kept(stored, summary.checkpoint_seq)]
-            if len(kept) == len(bucket) or not prunable(summary, bucket[-1][1].at, before):
+            newest = bucket[-1][1].at
+            if len(kept) == len(bucket) or not prunable(
+                summary, newest, before, interrupted=interrupted
+            ):
                 continue  # already pruned, or not to be
             lease = self._leases.get(key)
             if lease is not None and not may_take_lease(
@@ -260,6 +279,18 @@ class MemoryEventLog:
             current.append(summary if marks is None else with_marks(summary, *marks))
         return current
 
+    def _without_checkpoint(self) -> list[tuple[int, SessionSummary]]:
+        """The sessions with events but no checkpoint, each as its newest event leaves it (and
+        the control requests so far mark it), with that event's seq."""
+        found: list[tuple[int, SessionSummary]] = []
+        for key, bucket in self._events.items():
+            if bucket and key not in self._checkpoints:
+                seq, newest = bucket[-1]
+                summary = summary_before_checkpoint(key, newest.at)
+                marks = self._marks.get(key)
+                found.append((seq, summary if marks is None else with_marks(summary, *marks)))
+        return found
+
     def _with_holder(self, summary: SessionSummary) -> SessionSummary:
         lease = self._leases.get(summary.key)
         if lease is None or lease.expires_at <= as_utc(self._clock()):
@@ -272,6 +303,7 @@ class MemoryEventLog:
         A holder that did not hold it already gets the next epoch.
         """
         self._check_open()
+        check_key(key)
         now = as_utc(self._clock())
         expires_at = lease_expiry(now, ttl)
         current = self._leases.get(key)

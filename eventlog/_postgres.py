@@ -18,11 +18,12 @@ from . import _postgres_conn as pgconn
 from . import _postgres_sql as sql
 from . import _prune as pruning
 from ._errors import LeaseLost, SessionLocked
-from ._events import Event, EventKind, SessionKey, utcnow
+from ._events import Event, EventKind, SessionKey, check_key, utcnow
 from ._postgres_listen import Listener, Watch
 from ._postgres_prune import PostgresPruning
 from ._rules import (
     as_utc,
+    check_batch_keys,
     check_fenced_batch,
     check_limit,
     checkpoint_of,
@@ -151,6 +152,7 @@ class PostgresEventLog:
     async def _append(
         self, events: Sequence[Event], lease: Lease | None, *, release: bool
     ) -> list[int]:
+        check_batch_keys(events)
         for event in events:
             if event.kind == EventKind.CHECKPOINT:
                 checkpoint_of(event)  # fails before any session is added
@@ -182,6 +184,7 @@ class PostgresEventLog:
         free lease is taken in one statement; a held one is decided with its row locked, so
         that two askers never both get it.
         """
+        check_key(key)
         now = as_utc(self._clock())
         expires_at = lease_expiry(now, ttl)
         action = f"lease session {key}"
@@ -326,15 +329,21 @@ class PostgresEventLog:
         return claims
 
     async def prune(
-        self, before: datetime, *, dry_run: bool = False, batch: int = pruning.BATCH
+        self,
+        before: datetime,
+        *,
+        dry_run: bool = False,
+        interrupted: bool = False,
+        batch: int = pruning.BATCH,
     ) -> PruneResult:
         """Drop the events of sessions that finished before ``before``, but their final
-        checkpoint and notes (the rules are :meth:`eventlog.EventLog.prune`'s).
+        checkpoint and notes (the rules are :meth:`eventlog.EventLog.prune`'s; ``interrupted``
+        takes the cut-off sessions and those without a checkpoint too).
 
         Each session is pruned under its lease, taken for the prune (a live holder: the
         session is left alone, in ``held``), in statements of at most ``batch`` deleted
         events, each renewing the lease and checking that the session has no newer
-        checkpoint. The space is given back by autovacuum, not at once.
+        (or first) checkpoint. The space is given back by autovacuum, not at once.
         """
         pruner = pruning.Pruner(
             PostgresPruning(self._db.all, self._clock),
@@ -343,7 +352,7 @@ class PostgresEventLog:
             clock=self._clock,
             host=self._host,
         )
-        return await pruner.run(before, dry_run=dry_run, batch=batch)
+        return await pruner.run(before, dry_run=dry_run, batch=batch, interrupted=interrupted)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -417,10 +426,12 @@ class PostgresEventLog:
         return sql.event_from_row(rows[0], key) if rows else None
 
     async def sessions(self) -> list[SessionSummary]:
-        """Every session that has written a checkpoint, newest first, with its live holder."""
+        """Every session that has an event, newest first, with its live holder (the rules
+        are :meth:`eventlog.EventLog.sessions`'s): a scan of the sessions table; the newest
+        event of a session without a checkpoint is one index search."""
         params = {"clock": as_utc(self._clock())}
         rows = await self._db.all("list sessions", sql.SELECT_SESSIONS, params)
-        return [sql.summary_from_row(row) for row in rows]
+        return [sql.listed_from_row(row) for row in rows]
 
     async def due_sessions(self, now: datetime) -> list[SessionSummary]:
         """Sessions whose latest checkpoint is ``deferred`` with ``next_wake_at <= now``, not

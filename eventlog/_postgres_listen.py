@@ -32,6 +32,8 @@ class Watch:
 
     def __init__(self, key: SessionKey | None, listener: Listener) -> None:
         self.key = key
+        #: The notice of the watched session's changes (None: every session's).
+        self.notice = None if key is None else sql.notice(key)
         self._listener = listener
         self._changed = False
         self._signal = asyncio.Event()  # set by a change, or to hand the reading over
@@ -163,9 +165,12 @@ class Listener:
         while True:
             async with contextlib.aclosing(conn.notifies(timeout=PROBE_EVERY)) as notifications:
                 async for notification in notifications:
-                    key = sql.key_of_notice(notification.payload)
+                    payload = notification.payload
+                    # A payload this code did not write (an older release's, during an
+                    # upgrade) wakes every watch: a wake for nothing, never one lost.
+                    known = sql.is_notice(payload)
                     for watch in list(self._watches):
-                        if watch.key is None or key is None or watch.key == key:
+                        if watch.notice is None or not known or watch.notice == payload:
                             watch.wake()
                     if reader.woken:
                         return

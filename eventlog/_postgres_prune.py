@@ -10,9 +10,58 @@ import attrs
 
 from . import _postgres_sql as sql
 from ._errors import LeaseLost
+from ._events import EventKind
 from ._prune import LEASE_TTL, Candidate, Plan
 from ._rules import as_utc, lease_expiry
 from ._store import Clock, Lease
+
+# The sessions a prune may take, oldest first: those whose latest checkpoint is older than the
+# cut-off, and those without a checkpoint that are stopped (every one of them with
+# %(interrupted)s). Their summary (as sessions() lists it, holder columns empty), then the
+# session id, how many of its events a prune deletes (neither the checkpoint nor a note), its
+# newest event's seq and time, and its lease columns (as lease_of_row reads them). A session
+# row without an event (a lease alone) has no newest event and is left out.
+SELECT_PRUNABLE = f"""
+SELECT {sql.LISTED_SUMMARY}, NULL, NULL, NULL, s.sid,
+       (SELECT count(*) FROM eventlog_events AS e
+        WHERE e.sid = s.sid AND e.seq <> coalesce(s.checkpoint_seq, 0)
+            AND e.kind <> '{EventKind.NOTE}'),
+       last.seq, last.at,
+       s.holder_host, s.holder_pid, s.holder_token, s.holder_started, s.expires_at, s.epoch
+FROM eventlog_sessions AS s
+CROSS JOIN LATERAL (
+    SELECT e.seq, e.at FROM eventlog_events AS e WHERE e.sid = s.sid ORDER BY e.seq DESC LIMIT 1
+) AS last
+WHERE (s.checkpoint_seq IS NOT NULL AND s.updated_at < %(cut)s)
+    OR (s.checkpoint_seq IS NULL AND (%(interrupted)s OR s.stopped))
+ORDER BY coalesce(s.checkpoint_seq, last.seq)
+"""
+
+# One batch, one statement: renew the prune's lease (which locks the row, so that no append
+# runs meanwhile), then delete the session's oldest events up to its newest one when the prune
+# looked (what came later stays), but its latest checkpoint and its notes; nothing when the
+# session has a newer checkpoint than the prune looked at (or a first one). Says: the lease
+# renewed (0 or 1), the session's checkpoint seq (0: none), and how many events went.
+PRUNE_BATCH = f"""
+WITH fence AS (
+    UPDATE eventlog_sessions SET heartbeat = %(now)s, expires_at = %(expires_at)s
+    WHERE sid = %(sid)s AND holder_token = %(token)s AND epoch = %(epoch)s
+    RETURNING coalesce(checkpoint_seq, 0) AS checkpoint_seq  -- 0: none yet
+), doomed AS (
+    SELECT e.seq FROM eventlog_events AS e
+    WHERE e.sid = %(sid)s AND e.seq <= %(last_seq)s AND e.seq <> %(checkpoint_seq)s
+        AND e.kind <> '{EventKind.NOTE}'
+        AND (SELECT checkpoint_seq FROM fence) = %(checkpoint_seq)s
+    ORDER BY e.seq
+    LIMIT %(limit)s
+), deleted AS (
+    DELETE FROM eventlog_events AS e USING doomed AS d
+    WHERE e.sid = %(sid)s AND e.seq = d.seq
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM fence), (SELECT checkpoint_seq FROM fence),
+       (SELECT count(*) FROM deleted)
+"""
 
 #: Where a candidate's summary columns end (its holder's three, empty, included).
 _WIDTH = sql.SUMMARY_WIDTH + 3
@@ -28,9 +77,10 @@ class PostgresPruning:
     fetch: Fetch
     clock: Clock
 
-    async def candidates(self, cut: datetime) -> list[Candidate]:
-        """The sessions whose latest checkpoint is older than ``cut``, oldest first."""
-        rows = await self.fetch("find sessions to prune", sql.SELECT_PRUNABLE, {"cut": cut})
+    async def candidates(self, cut: datetime, *, interrupted: bool) -> list[Candidate]:
+        """The sessions a prune may take (see :class:`eventlog._prune.Statements`)."""
+        params = {"cut": cut, "interrupted": interrupted}
+        rows = await self.fetch("find sessions to prune", SELECT_PRUNABLE, params)
         found = []
         for row in rows:
             sid, removable, last_seq, last_at, *lease = row[_WIDTH:]
@@ -54,7 +104,7 @@ class PostgresPruning:
             "checkpoint_seq": plan.checkpoint_seq,
             "limit": limit,
         }
-        rows = await self.fetch(f"prune session {plan.entry.key}", sql.PRUNE_BATCH, params)
+        rows = await self.fetch(f"prune session {plan.entry.key}", PRUNE_BATCH, params)
         renewed, checkpoint_seq, deleted = rows[0]
         if not renewed:
             raise LeaseLost(str(lease.key), "taken over during the prune")

@@ -40,6 +40,8 @@ def event_from_row(row: Sequence[Any], key: SessionKey) -> Event:
 DECODING = Decoding(text=unescape, time=as_utc)
 #: A session summary from a summary row (see :func:`~eventlog._summary_rows.summary_from_row`).
 summary_from_row = functools.partial(rows.summary_from_row, decoding=DECODING)
+#: A :data:`SELECT_SESSIONS` row as the summary it lists, with its checkpoint.
+listed_from_row = functools.partial(rows.listed_from_row, decoding=DECODING)
 #: A :data:`SELECT_LEASE` row as (holder, expiry, epoch).
 lease_of_row = functools.partial(rows.lease_of_row, decoding=DECODING)
 #: Why a lease is no longer ours, from the session's :data:`SELECT_LEASE` row.
@@ -59,7 +61,8 @@ def holder_params(holder: LeaseHolder) -> dict[str, Any]:
 def claim_from_row(
     row: Sequence[Any], holder: LeaseHolder, expires_at: datetime
 ) -> tuple[SessionSummary, int, int]:
-    """A :data:`CLAIM_DUE` row as (the claimed summary, the new epoch, the log's newest seq)."""
-    *columns, epoch, log_seq, _ = row
+    """A :data:`CLAIM_DUE` row as (the claimed summary, the new epoch, the log's newest seq);
+    its notice and its count of notifications are not read."""
+    *columns, epoch, log_seq, _, _ = row
     summary = summary_from_row([*columns, None, None, None])
     return attrs.evolve(summary, holder=str(holder)), epoch, log_seq

@@ -1,4 +1,5 @@
-"""PostgresEventLog's schema and every SQL statement it runs (rows read back: _postgres_rows)."""
+"""PostgresEventLog's schema and every SQL statement it runs but its prune's (those are in
+_postgres_prune, as SQLite's are in _sqlite_prune); rows read back: _postgres_rows."""
 
 from __future__ import annotations
 
@@ -12,20 +13,30 @@ from ._postgres_rows import (
     event_from_row,
     holder_params,
     lease_of_row,
+    listed_from_row,
     lost_detail,
     summary_from_row,
 )
-from ._postgres_text import escape, key_of, key_of_notice, key_params, notice, unescape
+from ._postgres_text import (
+    NOTICE_OF_ROW,
+    escape,
+    is_notice,
+    key_of,
+    key_params,
+    notice,
+    unescape,
+)
 
 __all__ = [
     "claim_from_row",
     "escape",
     "event_from_row",
     "holder_params",
+    "is_notice",
     "key_of",
-    "key_of_notice",
     "key_params",
     "lease_of_row",
+    "listed_from_row",
     "lost_detail",
     "notice",
     "summary_from_row",
@@ -242,14 +253,11 @@ WITH locked AS (
         input_tokens = CASE WHEN c.ck_seq IS NULL THEN s.input_tokens ELSE c.input_tokens END,
         cached_input_tokens = CASE
             WHEN c.ck_seq IS NULL THEN s.cached_input_tokens ELSE c.cached_input_tokens END,
+        -- a control request marks the summary, whether or not the session has a checkpoint
         paused = CASE
-            WHEN c.ck_seq IS NOT NULL THEN c.paused
-            WHEN s.checkpoint_seq IS NOT NULL THEN coalesce(c.paused, s.paused)
-            ELSE s.paused END,
+            WHEN c.ck_seq IS NOT NULL THEN c.paused ELSE coalesce(c.paused, s.paused) END,
         stopped = CASE
-            WHEN c.ck_seq IS NOT NULL THEN c.stopped
-            WHEN s.checkpoint_seq IS NOT NULL THEN s.stopped OR c.stopped
-            ELSE s.stopped END,
+            WHEN c.ck_seq IS NOT NULL THEN c.stopped ELSE s.stopped OR c.stopped END,
         holder_host = CASE WHEN c.release THEN NULL ELSE s.holder_host END,
         holder_pid = CASE WHEN c.release THEN NULL ELSE s.holder_pid END,
         holder_token = CASE WHEN c.release THEN NULL ELSE s.holder_token END,
@@ -364,10 +372,29 @@ s.holder_pid, s.holder_token
 """
 #: How many columns a summary row has before its holder's (host, pid, token).
 SUMMARY_WIDTH = 14
+#: The summary columns of a session ``s`` as listed, whether or not it has a checkpoint: one
+#: without has no turns, no cost, checkpoint seq 0, and the time of its newest event ``last``.
+LISTED_SUMMARY = """s.app, s."user", s.session_id, coalesce(s.turns, 0), coalesce(s.cost_usd, 0),
+       s.stop_reason, s.next_wake_at, coalesce(s.updated_at, last.at),
+       coalesce(s.checkpoint_seq, 0), s.paused, s.stopped, s.unpriced, s.input_tokens,
+       s.cached_input_tokens"""
+#: Every session that has an event, as summary rows, each followed by its latest checkpoint
+#: row's schema version and payload: a session without a checkpoint (no turns, no cost,
+#: checkpoint seq 0) at the time of its newest event (one descent of the events' primary
+#: key). A session row with no event (a lease alone) is left out. Newest first: by the
+#: latest checkpoint's seq, else the newest event's.
 SELECT_SESSIONS = f"""
-SELECT {_SUMMARY_COLUMNS} FROM eventlog_sessions AS s
-WHERE s.checkpoint_seq IS NOT NULL
-ORDER BY s.checkpoint_seq DESC
+SELECT {LISTED_SUMMARY}, CASE WHEN s.expires_at > %(clock)s THEN s.holder_host END,
+       s.holder_pid, s.holder_token, c.v, c.payload
+FROM eventlog_sessions AS s
+LEFT JOIN eventlog_events AS c ON c.sid = s.sid AND c.seq = s.checkpoint_seq
+LEFT JOIN LATERAL (
+    SELECT e.seq, e.at FROM eventlog_events AS e
+    WHERE e.sid = s.sid AND s.checkpoint_seq IS NULL
+    ORDER BY e.seq DESC LIMIT 1
+) AS last ON true
+WHERE s.checkpoint_seq IS NOT NULL OR last.seq IS NOT NULL
+ORDER BY coalesce(s.checkpoint_seq, last.seq) DESC
 """
 _DUE = "s.stop_reason = 'deferred' AND NOT s.stopped AND s.next_wake_at <= %(now)s"
 SELECT_DUE = f"""
@@ -413,10 +440,9 @@ WITH picked AS (
         epoch = s.epoch + 1
     FROM picked AS p
     WHERE s.sid = p.sid
-    RETURNING {_SUMMARY}, s.epoch, {_LOG_SEQ} AS log_seq
+    RETURNING {_SUMMARY}, s.epoch, {_LOG_SEQ} AS log_seq, {NOTICE_OF_ROW} AS notice
 ), notified AS (
-    SELECT pg_notify(%(channel)s, json_build_array(app, "user", session_id)::text)
-    FROM claimed
+    SELECT pg_notify(%(channel)s, notice) FROM claimed
 )
 SELECT c.*, (SELECT count(*) FROM notified) FROM claimed AS c
 """
@@ -436,50 +462,3 @@ def channel_of(schema: str) -> str:
     if len(name.encode()) <= 63 and name.isascii():
         return name
     return "eventlog_" + hashlib.sha256(schema.encode()).hexdigest()[:40]
-
-
-# -- prune ---------------------------------------------------------------------------------
-
-# The sessions whose latest checkpoint is older than the cut-off, oldest first: their summary
-# (as summary_from_row reads it, holder columns empty), then the session id, how many of its
-# events a prune deletes (neither the checkpoint nor a note), its newest event's seq and
-# time, and its lease columns (as lease_of_row reads them).
-SELECT_PRUNABLE = f"""
-SELECT {_SUMMARY}, NULL, NULL, NULL, s.sid,
-       (SELECT count(*) FROM eventlog_events AS e
-        WHERE e.sid = s.sid AND e.seq <> s.checkpoint_seq AND e.kind <> '{EventKind.NOTE}'),
-       last.seq, last.at,
-       s.holder_host, s.holder_pid, s.holder_token, s.holder_started, s.expires_at, s.epoch
-FROM eventlog_sessions AS s
-CROSS JOIN LATERAL (
-    SELECT e.seq, e.at FROM eventlog_events AS e WHERE e.sid = s.sid ORDER BY e.seq DESC LIMIT 1
-) AS last
-WHERE s.checkpoint_seq IS NOT NULL AND s.updated_at < %(cut)s
-ORDER BY s.checkpoint_seq
-"""
-
-# One batch, one statement: renew the prune's lease (which locks the row, so that no append
-# runs meanwhile), then delete the session's oldest events up to its newest one when the prune
-# looked (what came later stays), but its latest checkpoint and its notes; nothing when the
-# session has a newer checkpoint than the prune looked at. Says: the lease renewed (0 or 1),
-# the session's checkpoint seq, and how many events went.
-PRUNE_BATCH = f"""
-WITH fence AS (
-    UPDATE eventlog_sessions SET heartbeat = %(now)s, expires_at = %(expires_at)s
-    WHERE sid = %(sid)s AND holder_token = %(token)s AND epoch = %(epoch)s
-    RETURNING checkpoint_seq
-), doomed AS (
-    SELECT e.seq FROM eventlog_events AS e
-    WHERE e.sid = %(sid)s AND e.seq <= %(last_seq)s AND e.seq <> %(checkpoint_seq)s
-        AND e.kind <> '{EventKind.NOTE}'
-        AND (SELECT checkpoint_seq FROM fence) = %(checkpoint_seq)s
-    ORDER BY e.seq
-    LIMIT %(limit)s
-), deleted AS (
-    DELETE FROM eventlog_events AS e USING doomed AS d
-    WHERE e.sid = %(sid)s AND e.seq = d.seq
-    RETURNING 1
-)
-SELECT (SELECT count(*) FROM fence), (SELECT checkpoint_seq FROM fence),
-       (SELECT count(*) FROM deleted)
-"""

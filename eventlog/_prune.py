@@ -1,4 +1,5 @@
-"""The prune both durable logs run: the finished sessions found, then emptied batch by batch."""
+"""The prune both durable logs run: the finished (or, on request, interrupted) sessions found,
+then emptied batch by batch."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ LEASE_TTL = 60.0
 
 @attrs.frozen
 class Candidate:
-    """A session whose latest checkpoint is older than the cut-off, as a log's query found it."""
+    """A session a prune may take, as a log's query found it: its latest checkpoint older than
+    the cut-off, or (stopped, or on request) no checkpoint at all."""
 
     summary: SessionSummary
     #: The session's id in the log's tables.
@@ -52,14 +54,17 @@ class Plan:
 class Statements(Protocol):
     """What a log runs for its prune."""
 
-    async def candidates(self, cut: datetime) -> list[Candidate]:
-        """The sessions whose latest checkpoint is older than ``cut``, oldest first."""
+    async def candidates(self, cut: datetime, *, interrupted: bool) -> list[Candidate]:
+        """The sessions whose latest checkpoint is older than ``cut``, and those without a
+        checkpoint that are stopped (every one with ``interrupted``); oldest first, by their
+        latest checkpoint's seq, else their newest event's. Each summary is as
+        :meth:`EventLog.sessions` lists it (no holder, no checkpoint payload)."""
         ...
 
     async def delete_batch(self, plan: Plan, lease: Lease, limit: int) -> int:
         """Renew ``lease`` (:class:`LeaseLost` when it is not ours), then delete at most
         ``limit`` events of ``plan``; how many went (-1: the session has a newer checkpoint
-        than the prune looked at, and is left alone)."""
+        than the prune looked at, or a first one, and is left alone)."""
         ...
 
 
@@ -74,12 +79,15 @@ class Pruner:
     host: str
     holder: LeaseHolder = attrs.field(factory=LeaseHolder.this_process)
 
-    async def run(self, before: datetime, *, dry_run: bool, batch: int) -> PruneResult:
+    async def run(
+        self, before: datetime, *, dry_run: bool, batch: int, interrupted: bool = False
+    ) -> PruneResult:
         """Find the sessions, then (unless ``dry_run``) prune them one at a time."""
         if batch < 1:
             raise ValueError(f"batch must be at least 1, not {batch!r}")
         cut = as_utc(before)
-        plans, held = self._plan(await self.statements.candidates(cut), cut)
+        found = await self.statements.candidates(cut, interrupted=interrupted)
+        plans, held = self._plan(found, cut, interrupted)
         if dry_run:
             return PruneResult(cut, tuple(p.entry for p in plans), tuple(held), dry_run=True)
         pruned: list[PrunedSession] = []
@@ -92,16 +100,16 @@ class Pruner:
         return PruneResult(cut, tuple(pruned), tuple(held))
 
     def _plan(
-        self, candidates: list[Candidate], cut: datetime
+        self, candidates: list[Candidate], cut: datetime, interrupted: bool
     ) -> tuple[list[Plan], list[SessionKey]]:
-        """The candidates that are finished, quiet since the cut-off and not yet pruned; and
-        those of them a live process holds."""
+        """The candidates that are finished (or, with ``interrupted``, cut off), quiet since
+        the cut-off and not yet pruned; and those of them a live process holds."""
         now = as_utc(self.clock())
         plans: list[Plan] = []
         held: list[SessionKey] = []
         for c in candidates:
             summary = c.summary
-            if c.removable <= 0 or not prunable(summary, c.last_at, cut):
+            if c.removable <= 0 or not prunable(summary, c.last_at, cut, interrupted=interrupted):
                 continue
             if c.holder is not None and not may_take_lease(
                 c.holder, c.expires_at, self.holder, now, this_host=self.host

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import attrs
 
-from ._events import Checkpoint, Control, Event
+from ._events import Checkpoint, Control, Event, SessionKey, check_key
 from ._process import PROC, kill_probe, process_stat
 from ._store import Lease, LeaseHolder, SessionSummary
 
@@ -120,6 +120,13 @@ def summary_of(event: Event, seq: int | None = None) -> SessionSummary:
     )
 
 
+def summary_before_checkpoint(key: SessionKey, newest_at: datetime) -> SessionSummary:
+    """The summary of a session that has events but no checkpoint yet (an inject before any
+    run, a note, a run that died before its first checkpoint): no turns, no cost, no stop
+    reason, checkpoint seq 0, updated at ``newest_at``, the time of its newest event."""
+    return SessionSummary(key, 0, 0.0, None, None, as_utc(newest_at), 0)
+
+
 def control_marks(payload: object) -> tuple[bool | None, bool]:
     """What a control request appended after a session's latest checkpoint says of its summary:
     ``(paused, stopped)``, ``paused`` None when the request leaves it as it is.
@@ -197,13 +204,43 @@ def is_finished(summary: SessionSummary) -> bool:
     return summary.stopped  # on purpose, by a checkpoint or a request (only force resumes it)
 
 
-def prunable(summary: SessionSummary, newest: datetime, before: datetime) -> bool:
-    """Whether ``prune(before)`` takes a session: finished, and quiet since before ``before``.
+#: The stop reasons of a run that was cut off rather than ended: its caller's cancellation
+#: (a signal, a timeout) and a lease another process took over. Like a checkpoint with no stop
+#: reason (a crash), nothing ended the session on purpose and nothing will wake it.
+CUT_OFF_REASONS = frozenset({"context_cancelled", "lease_lost"})
 
-    ``newest`` is the time of the session's newest event (the checkpoint or a later one).
+
+def is_cut_off(summary: SessionSummary) -> bool:
+    """Whether a session's run was cut off (what ``prune(interrupted=True)`` also drops): no
+    checkpoint yet, a latest checkpoint with no stop reason, or one of :data:`CUT_OFF_REASONS`;
+    and neither stopped (that is finished) nor paused (an operator's hold, which waits for an
+    unpause as a deferred session waits for its wake)."""
+    reason = summary.stop_reason
+    cut_off = reason is None or reason in CUT_OFF_REASONS
+    return cut_off and not summary.stopped and not summary.paused
+
+
+def prunable(
+    summary: SessionSummary, newest: datetime, before: datetime, *, interrupted: bool = False
+) -> bool:
+    """Whether ``prune(before, interrupted=...)`` takes a session: finished (or, with
+    ``interrupted``, cut off), and quiet since before ``before``.
+
+    ``newest`` is the time of the session's newest event (the checkpoint or a later one); a
+    session without a checkpoint has that time as its ``updated_at`` too.
     """
     cut = as_utc(before)
-    return is_finished(summary) and summary.updated_at < cut and as_utc(newest) < cut
+    taken = is_finished(summary) or (interrupted and is_cut_off(summary))
+    return taken and summary.updated_at < cut and as_utc(newest) < cut
+
+
+def check_batch_keys(events: Sequence[Event]) -> None:
+    """Refuse a batch holding an event of a key no store takes (see :func:`check_key`)."""
+    key: SessionKey | None = None
+    for event in events:
+        if event.key is not key:  # a batch is mostly one session: its key checked once
+            key = event.key
+            check_key(key)
 
 
 def check_fenced_batch(events: Sequence[Event], lease: Lease) -> None:

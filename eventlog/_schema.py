@@ -143,8 +143,9 @@ INSERT_EVENT = (
 )
 #: A stop or a pause/resume request appended after the latest checkpoint marks the summary
 #: (parameters: the request's seq, then the flag for MARK_PAUSED, then the sid).
-MARK_STOPPED = "UPDATE sessions SET stopped = 1 WHERE checkpoint_seq < ?1 AND sid = ?2"
-MARK_PAUSED = "UPDATE sessions SET paused = ?2 WHERE checkpoint_seq < ?1 AND sid = ?3"
+#: A session without a checkpoint takes every request (its first checkpoint says the rest).
+MARK_STOPPED = "UPDATE sessions SET stopped = 1 WHERE coalesce(checkpoint_seq, 0) < ?1 AND sid = ?2"
+MARK_PAUSED = "UPDATE sessions SET paused = ?2 WHERE coalesce(checkpoint_seq, 0) < ?1 AND sid = ?3"
 UPDATE_SUMMARY = """
 UPDATE sessions SET
     checkpoint_seq = ?, turns = ?, cost_usd = ?, stop_reason = ?, next_wake_at = ?, updated_at = ?,
@@ -175,9 +176,28 @@ SELECT s.app, s.user, s.session_id, s.turns, s.cost_usd, s.stop_reason, s.next_w
 FROM sessions AS s LEFT JOIN leases AS l
     ON l.app = s.app AND l.user = s.user AND l.session_id = s.session_id AND l.expires_at > ?
 """
-SELECT_SESSIONS = (
-    _SUMMARY_SELECT + " WHERE s.checkpoint_seq IS NOT NULL ORDER BY s.checkpoint_seq DESC"
-)
+#: The summary columns of a session ``s`` as listed, whether or not it has a checkpoint: one
+#: without has no turns, no cost, checkpoint seq 0, and the time of its newest event ``last``.
+LISTED_SUMMARY = """s.app, s.user, s.session_id, coalesce(s.turns, 0), coalesce(s.cost_usd, 0.0),
+       s.stop_reason, s.next_wake_at, coalesce(s.updated_at, last.at),
+       coalesce(s.checkpoint_seq, 0), s.paused, s.stopped, s.unpriced, s.input_tokens,
+       s.cached_input_tokens"""
+#: Every session that has an event, as summary rows, each followed by its latest checkpoint
+#: row's schema version and payload (a rowid lookup): a session without a checkpoint (no turns,
+#: no cost, checkpoint seq 0) at the time of its newest event (one descent of the events'
+#: (sid, seq) index). Newest first: by the latest checkpoint's seq, else the newest event's.
+#: The parameter: the store's clock (a lease expired by then has no holder).
+SELECT_SESSIONS = f"""
+SELECT {LISTED_SUMMARY}, l.host, l.pid, l.token, c.v, c.payload
+FROM sessions AS s
+LEFT JOIN events AS c ON c.seq = s.checkpoint_seq
+LEFT JOIN events AS last ON last.seq = CASE WHEN s.checkpoint_seq IS NULL
+    THEN (SELECT max(e.seq) FROM events AS e WHERE e.sid = s.sid) END
+LEFT JOIN leases AS l
+    ON l.app = s.app AND l.user = s.user AND l.session_id = s.session_id AND l.expires_at > ?
+WHERE s.checkpoint_seq IS NOT NULL OR last.seq IS NOT NULL
+ORDER BY coalesce(s.checkpoint_seq, last.seq) DESC
+"""
 SELECT_DUE = (
     _SUMMARY_SELECT
     + " WHERE s.stop_reason = 'deferred' AND s.next_wake_at <= ? AND s.stopped = 0"
@@ -305,11 +325,19 @@ def event_from_row(row: Sequence[Any], key: SessionKey) -> Event:
     )
 
 
+def moment(text: str) -> datetime:
+    """A stored time (ISO 8601 text) in UTC: a summary's (UTC already) or an event's (in the
+    zone it was given in; naive text is UTC)."""
+    return as_utc(datetime.fromisoformat(text))
+
+
 #: How this store's columns read back: text as stored, times as ISO 8601 text.
-DECODING = Decoding(text=str, time=datetime.fromisoformat)
+DECODING = Decoding(text=str, time=moment)
 #: A session summary from a sessions/leases row (see
 #: :func:`~eventlog._summary_rows.summary_from_row`).
 summary_from_row = functools.partial(rows.summary_from_row, decoding=DECODING)
+#: A :data:`SELECT_SESSIONS` row as the summary it lists, with its checkpoint.
+listed_from_row = functools.partial(rows.listed_from_row, decoding=DECODING)
 #: A :data:`SELECT_LEASE` row as (holder, expiry, epoch).
 lease_of_row = functools.partial(rows.lease_of_row, decoding=DECODING)
 #: Why a lease is no longer ours, from the session's :data:`SELECT_LEASE` row.

@@ -20,9 +20,10 @@ from . import _sqlite_errors as errors
 from . import _sqlite_tx as tx
 from . import _worker as worker
 from ._errors import StoreUnavailable
-from ._events import Event, EventKind, SessionKey, utcnow
+from ._events import Event, EventKind, SessionKey, check_key, utcnow
 from ._rules import (
     as_utc,
+    check_batch_keys,
     check_claim_limit,
     check_fenced_batch,
     check_limit,
@@ -186,6 +187,7 @@ class SqliteEventLog:
     async def _append(
         self, events: Sequence[Event], lease: Lease | None, *, release: bool
     ) -> list[int]:
+        check_batch_keys(events)
         rows, updates = tx.encode(events, self._sids)
         insert = functools.partial(tx.insert, rows=rows, updates=updates)
         if lease is not None:
@@ -204,6 +206,7 @@ class SqliteEventLog:
         process of this host that is gone (a zombie or a reused pid included). A live holder
         is never displaced. A holder that did not hold it already gets the next epoch.
         """
+        check_key(key)
         now = as_utc(self._clock())
         expires_at = lease_expiry(now, ttl)
 
@@ -264,17 +267,23 @@ class SqliteEventLog:
         )
 
     async def prune(
-        self, before: datetime, *, dry_run: bool = False, batch: int = pruning.BATCH
+        self,
+        before: datetime,
+        *,
+        dry_run: bool = False,
+        interrupted: bool = False,
+        batch: int = pruning.BATCH,
     ) -> PruneResult:
         """Drop the events of sessions that finished before ``before``, but their final
-        checkpoint (the rules are :meth:`eventlog.EventLog.prune`'s).
+        checkpoint and notes (the rules are :meth:`eventlog.EventLog.prune`'s; ``interrupted``
+        takes the cut-off sessions and those without a checkpoint too).
 
         Each session is pruned under its lease, taken for the prune (a live holder: the session
         is left alone, in ``held``), in transactions of at most ``batch`` deleted events, so
         that a live run's append waits little behind it; each batch renews the lease and checks
-        that the session has no newer checkpoint. The newest event of the whole log stays,
-        whichever session it is of (SQLite would hand its seq out again). The file does not
-        shrink: SQLite reuses the freed pages; ``VACUUM`` gives them back, offline.
+        that the session has no newer (or first) checkpoint. The newest event of the whole log
+        stays, whichever session it is of (SQLite would hand its seq out again). The file does
+        not shrink: SQLite reuses the freed pages; ``VACUUM`` gives them back, offline.
         """
         pruner = pruning.Pruner(
             SqlitePruning(self._fetch, self._write, self._clock),
@@ -283,7 +292,7 @@ class SqliteEventLog:
             clock=self._clock,
             host=self._host,
         )
-        return await pruner.run(before, dry_run=dry_run, batch=batch)
+        return await pruner.run(before, dry_run=dry_run, batch=batch, interrupted=interrupted)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -343,10 +352,12 @@ class SqliteEventLog:
         return sql.event_from_row(rows[0], key) if rows else None
 
     async def sessions(self) -> list[SessionSummary]:
-        """Every session that has written a checkpoint, newest first, with its live holder."""
+        """Every session that has an event, newest first, with its live holder (the rules
+        are :meth:`eventlog.EventLog.sessions`'s): a scan of the sessions table; the newest
+        event of a session without a checkpoint is one index search."""
         params = (sql.timestamp(self._clock()),)
         rows = await self._fetch("list sessions", sql.SELECT_SESSIONS, params)
-        return [sql.summary_from_row(row) for row in rows]
+        return [sql.listed_from_row(row) for row in rows]
 
     async def due_sessions(self, now: datetime) -> list[SessionSummary]:
         """Sessions whose latest checkpoint is ``deferred`` with ``next_wake_at <= now``.
@@ -409,7 +420,7 @@ class SqliteEventLog:
             await self._check_file()
         if not self._read_only:
             try:
-                return await self._open(self._path, self._set_up)
+                return await self._open(self._path, read_only=False)
             except sqlite3.OperationalError as exc:
                 # A file we cannot write (or whose -shm file cannot be made) may still be read.
                 if (
@@ -425,18 +436,24 @@ class SqliteEventLog:
         """The file opened for reading only; never created, never given tables or migrated."""
         uri = (await anyio.Path(self._path).absolute()).as_uri() + "?mode=ro"
         try:
-            return await self._open(uri, self._look, uri=True)
+            return await self._open(uri, read_only=True, uri=True)
         except sqlite3.OperationalError as exc:
             if errors.code(exc) != sqlite3.SQLITE_CANTOPEN:
                 raise
         # WAL mode needs the -shm file, which a read-only directory cannot get: read the file
         # as it stands (SQLite then ignores the WAL, as it may, the file being unwritable).
-        return await self._open(uri + "&immutable=1", self._look, uri=True)
+        return await self._open(uri + "&immutable=1", read_only=True, uri=True)
 
     async def _open(
-        self, target: str, set_up: Callable[[sqlite3.Connection], str], *, uri: bool = False
+        self, target: str, *, read_only: bool, uri: bool = False
     ) -> aiosqlite.Connection:
-        """A connection to ``target`` set up by ``set_up``, which tells the store version."""
+        """A connection to ``target``, set up on its thread (for reading only: a look at the
+        store version, nothing changed); a store of another version is refused."""
+        set_up: Callable[[sqlite3.Connection], str] = (
+            functools.partial(tx.look, busy_ms=self._busy_ms)
+            if read_only
+            else functools.partial(tx.set_up, busy_ms=self._busy_ms, synchronous=self._synchronous)
+        )
         db, forget_exit = await worker.connect(target, uri=uri)
         try:
             found = await worker.on_thread(db, set_up)
@@ -445,33 +462,10 @@ class SqliteEventLog:
             raise
         if found != str(sql.STORE_VERSION):
             await worker.close_quietly(db, forget_exit)
-            raise StoreUnavailable(
-                errors.version_problem(self._path, found, read_only=set_up == self._look)
-            )
+            raise StoreUnavailable(errors.version_problem(self._path, found, read_only=read_only))
         self._sids.clear()  # a fresh ":memory:" database numbers its sessions anew
         self._db, self._forget_exit = db, forget_exit
         return db
-
-    def _set_up(self, conn: sqlite3.Connection) -> str:
-        """Pragmas, then the schema if the file has none (or a migration); its store version."""
-        conn.executescript(
-            f"PRAGMA busy_timeout = {self._busy_ms}; PRAGMA synchronous = {self._synchronous};"
-            f" PRAGMA wal_autocheckpoint = {sql.WAL_AUTOCHECKPOINT};"
-            f" PRAGMA page_size = {sql.PAGE_SIZE};"  # a new file only; must precede WAL mode
-        )
-        tx.enter_wal(conn, self._busy_ms / 1000)
-        if conn.execute(sql.HAS_META).fetchone() is None:
-            conn.executescript(sql.SCHEMA_SCRIPT)
-        if tx.version(conn) in sql.MIGRATIONS:
-            worker.transaction(conn, tx.migrate)
-        return tx.version(conn)
-
-    def _look(self, conn: sqlite3.Connection) -> str:
-        """A read-only connection's set-up: the file's store version, changing nothing."""
-        conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
-        if conn.execute(sql.HAS_META).fetchone() is None:
-            return "none"
-        return tx.version(conn)
 
     async def _check_file(self) -> None:
         file = anyio.Path(self._path)

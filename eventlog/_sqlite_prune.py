@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import attrs
@@ -18,30 +18,32 @@ from ._prune import LEASE_TTL, Candidate, Plan
 from ._rules import as_utc, lease_expiry
 from ._store import Clock, Lease
 
-# The sessions whose latest checkpoint is older than the cut-off, oldest first: their summary
-# (as summary_from_row reads it, holder columns empty), then the session id, how many of its
-# events a prune deletes (neither the checkpoint nor a note), its newest event's seq, kind and
-# time, and its lease row (all NULL when it was never leased).
+# The sessions a prune may take, oldest first: those whose latest checkpoint is older than the
+# cut-off, and those without a checkpoint that are stopped (every one of them with the second
+# parameter, interrupted). Their summary (as sessions() lists it, holder columns empty), then
+# the session id, how many of its events a prune deletes (neither the checkpoint nor a note),
+# its newest event's seq, kind and time, and its lease row (all NULL when it was never leased).
 _SELECT_CANDIDATES = f"""
-SELECT s.app, s.user, s.session_id, s.turns, s.cost_usd, s.stop_reason, s.next_wake_at,
-       s.updated_at, s.checkpoint_seq, s.paused, s.stopped, s.unpriced, s.input_tokens,
-       s.cached_input_tokens, NULL, NULL, NULL,
+SELECT {sql.LISTED_SUMMARY}, NULL, NULL, NULL,
        s.sid,
        (SELECT count(*) FROM events AS e
-        WHERE e.sid = s.sid AND e.seq != s.checkpoint_seq AND e.kind != '{EventKind.NOTE}'),
+        WHERE e.sid = s.sid AND e.seq != coalesce(s.checkpoint_seq, 0)
+            AND e.kind != '{EventKind.NOTE}'),
        last.seq, last.kind, last.at,
        l.host, l.pid, l.token, l.started, l.expires_at, l.epoch
 FROM sessions AS s
 JOIN events AS last ON last.seq = (SELECT max(e.seq) FROM events AS e WHERE e.sid = s.sid)
 LEFT JOIN leases AS l ON l.app = s.app AND l.user = s.user AND l.session_id = s.session_id
-WHERE s.checkpoint_seq IS NOT NULL AND s.updated_at < ?
-ORDER BY s.checkpoint_seq
+WHERE (s.checkpoint_seq IS NOT NULL AND s.updated_at < ?1)
+    OR (s.checkpoint_seq IS NULL AND (?2 OR s.stopped))
+ORDER BY coalesce(s.checkpoint_seq, last.seq)
 """
 
 #: Where a candidate's summary columns end (its holder's three, empty, included).
 _WIDTH = sql.SUMMARY_WIDTH + 3
 
-_CHECKPOINT_SEQ = "SELECT checkpoint_seq FROM sessions WHERE sid = ?"
+#: The session's latest checkpoint's seq (0: none yet).
+_CHECKPOINT_SEQ = "SELECT coalesce(checkpoint_seq, 0) FROM sessions WHERE sid = ?"
 
 # One batch: the oldest events of the session up to its newest one when the prune looked
 # (what is appended later stays), but its latest checkpoint and its notes, and never the
@@ -65,11 +67,12 @@ class SqlitePruning:
     write: Callable[[str, Callable[[sqlite3.Connection], int]], Awaitable[int]]
     clock: Clock
 
-    async def candidates(self, cut: datetime) -> list[Candidate]:
-        """The sessions whose latest checkpoint is older than ``cut``, oldest first; the
-        log's newest event is not counted as removable (SQLite would hand its seq out again)."""
+    async def candidates(self, cut: datetime, *, interrupted: bool) -> list[Candidate]:
+        """The sessions a prune may take (see :class:`eventlog._prune.Statements`); the log's
+        newest event is not counted as removable (SQLite would hand its seq out again)."""
         action = "find sessions to prune"
-        rows = await self.fetch(action, _SELECT_CANDIDATES, (sql.timestamp(cut),))
+        params = (sql.timestamp(cut), int(interrupted))
+        rows = await self.fetch(action, _SELECT_CANDIDATES, params)
         (max_seq,) = (await self.fetch(action, sql.MAX_SEQ, ()))[0]
         found = []
         for row in rows:
@@ -79,7 +82,7 @@ class SqlitePruning:
                 removable -= last_kind != EventKind.NOTE  # the log's newest row stays
             holder, expiry, _ = sql.lease_of_row(lease if lease[2] else None)
             found.append(
-                Candidate(summary, sid, removable, last_seq, _moment(last_at), holder, expiry)
+                Candidate(summary, sid, removable, last_seq, sql.moment(last_at), holder, expiry)
             )
         return found
 
@@ -107,9 +110,3 @@ def _delete_batch(
         return -1
     params = (plan.sid, plan.last_seq, plan.checkpoint_seq, limit)
     return conn.execute(_DELETE_BATCH, params).rowcount
-
-
-def _moment(text: str) -> datetime:
-    """An event row's time (naive text is UTC)."""
-    moment = datetime.fromisoformat(text)
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

@@ -1,5 +1,6 @@
 """What SqliteEventLog runs on its writer thread, inside one transaction: inserts, the lease
-fence, releases, claims and batched renewals, session ids and the schema migration."""
+fence, releases, claims and batched renewals, session ids and the schema migration; and the
+set-up of a connection it opens (pragmas, WAL mode, the schema)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 import attrs
 
 from . import _schema as sql
+from . import _worker as worker
 from ._errors import LeaseLost, SessionLocked
 from ._events import Event, EventKind, SessionKey
 from ._rules import control_marks, lease_gone, may_take_lease, process_alive
@@ -50,6 +52,30 @@ def enter_wal(conn: sqlite3.Connection, busy_timeout: float) -> None:
             if code(exc) != sqlite3.SQLITE_BUSY or time.monotonic() >= deadline:
                 raise
         time.sleep(WAL_RETRY_EVERY)
+
+
+def set_up(conn: sqlite3.Connection, *, busy_ms: int, synchronous: str) -> str:
+    """A writer connection's set-up: pragmas, WAL mode, then the schema if the file has none
+    (or a migration, in one transaction); the file's store version."""
+    conn.executescript(
+        f"PRAGMA busy_timeout = {busy_ms}; PRAGMA synchronous = {synchronous};"
+        f" PRAGMA wal_autocheckpoint = {sql.WAL_AUTOCHECKPOINT};"
+        f" PRAGMA page_size = {sql.PAGE_SIZE};"  # a new file only; must precede WAL mode
+    )
+    enter_wal(conn, busy_ms / 1000)
+    if conn.execute(sql.HAS_META).fetchone() is None:
+        conn.executescript(sql.SCHEMA_SCRIPT)
+    if version(conn) in sql.MIGRATIONS:
+        worker.transaction(conn, migrate)
+    return version(conn)
+
+
+def look(conn: sqlite3.Connection, *, busy_ms: int) -> str:
+    """A read-only connection's set-up: the file's store version, changing nothing."""
+    conn.execute(f"PRAGMA busy_timeout = {busy_ms}")
+    if conn.execute(sql.HAS_META).fetchone() is None:
+        return "none"
+    return version(conn)
 
 
 def migrate(conn: sqlite3.Connection) -> None:

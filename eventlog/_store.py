@@ -11,7 +11,7 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
-from ._events import Event, EventKind, SessionKey
+from ._events import Checkpoint, Event, EventKind, SessionKey, check_key
 from ._process import process_start
 
 #: A source of the current UTC time; stores take one so tests can drive lease expiry.
@@ -72,12 +72,22 @@ class Lease:
 class SessionSummary:
     """One session as the latest checkpoint left it (what ``autonomous ls`` shows).
 
+    A session without a checkpoint yet (listed by :meth:`EventLog.sessions` from its first
+    event) has ``checkpoint_seq`` 0, no turns, no cost and no stop reason, and ``updated_at``
+    is the time of its newest event.
+
     ``paused``: the run was parked by a pause, or a pause request came after the latest
     checkpoint (a ``resume`` request clears it). ``stopped``: the session was stopped on
     purpose, by its checkpoint or a stop request after it (never due; resuming needs force).
     ``unpriced``: the latest checkpoint's run had no prices for its model (``cost_usd`` is 0).
     ``input_tokens`` and ``cached_input_tokens``: the run's input tokens so far and the part of
     them read from the provider's prompt cache, as that checkpoint counted them.
+
+    ``checkpoint`` is the latest checkpoint itself (output tokens, outcome, done detail, error,
+    budgets), as :meth:`EventLog.sessions` lists it: None for a session without one, and for one
+    whose latest checkpoint cannot be read back (:meth:`EventLog.latest_checkpoint` raises
+    :class:`~eventlog.CorruptEvent` for it; the listing goes on, that session as its summary
+    says). :meth:`EventLog.due_sessions` and :meth:`EventLog.claim_due` leave it None.
     """
 
     key: SessionKey
@@ -93,6 +103,7 @@ class SessionSummary:
     unpriced: bool = False
     input_tokens: int = 0
     cached_input_tokens: int = 0
+    checkpoint: Checkpoint | None = None
 
 
 @attrs.frozen
@@ -108,7 +119,8 @@ class Claim:
 class PrunedSession:
     """One session :meth:`EventLog.prune` removed events of (or would, in a dry run).
 
-    ``events`` is how many went; ``stop_reason`` and ``updated_at`` are its final checkpoint's.
+    ``events`` is how many went; ``stop_reason`` and ``updated_at`` are its latest
+    checkpoint's (a session without one: None, and the time of its newest event).
     """
 
     key: SessionKey
@@ -121,8 +133,9 @@ class PrunedSession:
 class PruneResult:
     """What :meth:`EventLog.prune` removed (or would have: ``dry_run``).
 
-    ``pruned`` lists the sessions that lost events, oldest final checkpoint first; ``held``
-    the finished sessions left alone because a live process held their lease.
+    ``pruned`` lists the sessions that lost events, oldest first (by their latest checkpoint's
+    seq, else their newest event's); ``held`` the sessions the prune would have taken but left
+    alone because a live process held their lease.
     """
 
     before: datetime
@@ -145,7 +158,15 @@ class PruneResult:
 class EventLog(Protocol):
     """An append-only event store with checkpoints, due-session lookup and session leases.
 
-    Implementations: :class:`eventlog.MemoryEventLog` and :class:`eventlog.SqliteEventLog`.
+    Implementations: :class:`eventlog.MemoryEventLog`, :class:`eventlog.SqliteEventLog` and
+    :class:`eventlog.PostgresEventLog`.
+
+    Keys: each part of a session key (``app``, ``user``, ``session_id``) is any text of at
+    most :data:`~eventlog.MAX_KEY_LENGTH` (200) characters, and every such key works on every
+    store. :meth:`append` (every event's key) and :meth:`acquire_lease`, where a key first
+    reaches a store, refuse a longer part, or text no store can hold (a lone surrogate), with
+    :class:`~eventlog.InvalidSessionKey` before anything is written. Reads do not check the
+    key: a log written before the limit may hold longer ones.
 
     A store may also have ``append_and_release(events, lease)``: :meth:`append` fenced by
     ``lease`` and :meth:`release_lease` in one atomic step (a lost lease: :class:`LeaseLost`,
@@ -194,10 +215,19 @@ class EventLog(Protocol):
         ...
 
     async def sessions(self) -> list[SessionSummary]:
-        """Every session that has written a checkpoint, newest first.
+        """Every session that has an event, newest first: a session exists from its first
+        event (an inject sent before any run, a spec note, a run that died before its first
+        checkpoint), not from its first checkpoint.
 
+        Newest first means by the seq of the session's latest checkpoint, or, for a session
+        without one, the seq of its newest event (a later event of a session with a
+        checkpoint does not move it). A session without a checkpoint is summarised as
+        ``checkpoint_seq`` 0, ``turns`` 0, no cost, no stop reason, no wake time, and
+        ``updated_at`` the time of its newest event. ``holder`` is a live lease's holder.
         ``paused`` and ``stopped`` also count the control requests appended after the latest
-        checkpoint (a stop or pause of a session that is not running shows at once).
+        checkpoint, or since the first event when there is none (a stop or pause of a session
+        that is not running shows at once). ``checkpoint`` is the latest checkpoint's payload
+        (None without one, or when it cannot be read back: the others are listed all the same).
         """
         ...
 
@@ -216,7 +246,9 @@ class EventLog(Protocol):
         """
         ...
 
-    async def prune(self, before: datetime, *, dry_run: bool = False) -> PruneResult:
+    async def prune(
+        self, before: datetime, *, dry_run: bool = False, interrupted: bool = False
+    ) -> PruneResult:
         """Drop the events of sessions that finished before ``before``, but their final checkpoint.
 
         A session is pruned when its latest checkpoint is finished (see below), that checkpoint
@@ -229,12 +261,23 @@ class EventLog(Protocol):
         Finished: the checkpoint's stop reason is ``completed``, a budget's
         (``max_turns_exceeded``, ``max_tokens_exceeded``, ``max_cost_exceeded``,
         ``wallclock_exceeded``), ``retry_policy_aborted`` or ``aborted``; or the session was
-        stopped on purpose (``stopped``, any stop reason but ``deferred``). Never pruned: a
-        deferred session (due or not), one without a stop reason (running, or crashed), one
-        whose caller cancelled it without a stop (``context_cancelled``, not ``stopped``).
+        stopped on purpose (``stopped``: by its checkpoint, or by a stop request after it or,
+        without a checkpoint, since its first event). By default never pruned: a deferred
+        session (due or not), one without a stop reason (running, or crashed), one whose
+        caller cancelled it without a stop (``context_cancelled``, not ``stopped``), one whose
+        lease another process took over (``lease_lost``), one without a checkpoint.
+
+        ``interrupted=True``, on explicit request, also prunes the sessions whose run was cut
+        off, under the same rules (quiet since before ``before``, no live holder): a latest
+        checkpoint without a stop reason, ``context_cancelled`` or ``lease_lost``, and the
+        sessions that never wrote a checkpoint, which keep only their notes (one with none is
+        then listed no more). A paused session (an operator's hold) and a deferred one are
+        never pruned. ``autonomous ls`` calls both ``retry_policy_aborted`` and ``lease_lost``
+        failed: the first is finished, the second taken with ``interrupted``.
 
         The store holds each session's lease while it deletes, so that no run starts on it
-        meanwhile; a session held by a live process is listed in ``held`` and left alone.
+        meanwhile; a session held by a live process is listed in ``held`` and left alone, and
+        one that writes a new checkpoint meanwhile (a run started on it) is left alone too.
         ``dry_run`` reports what would go and removes nothing. Seqs handed out later stay
         larger than every seq handed out before. Space is not given back to the file system.
         """
@@ -283,12 +326,20 @@ class EventLog(Protocol):
 
 @attrs.frozen
 class SessionRef:
-    """A session inside a log: what ``Agent(session=...)`` and ``resume_autonomous`` take."""
+    """A session inside a log: what ``Agent(session=...)`` and ``resume_autonomous`` take.
+
+    Its key is checked when it is made: a part longer than
+    :data:`~eventlog.MAX_KEY_LENGTH` characters (or not text a store can hold) raises
+    :class:`~eventlog.InvalidSessionKey`, so that a run fails before its first model call.
+    """
 
     log: EventLog
     app: str
     user: str
     session_id: str
+
+    def __attrs_post_init__(self) -> None:
+        check_key(self.key)
 
     @property
     def key(self) -> SessionKey:

@@ -9,8 +9,13 @@ from typing import Any
 
 import attrs
 
-from ._events import SessionKey
+from ._codec import decode_payload
+from ._errors import CorruptEvent
+from ._events import Checkpoint, EventKind, SessionKey
 from ._store import LeaseHolder, SessionSummary
+
+#: How many columns a summary row has: the session's fourteen, then its live lease's holder.
+SUMMARY_ROW_WIDTH = 17
 
 
 @attrs.frozen
@@ -21,7 +26,9 @@ class Decoding:
     time: Callable[[Any], datetime]
 
 
-def summary_from_row(row: Sequence[Any], decoding: Decoding) -> SessionSummary:
+def summary_from_row(
+    row: Sequence[Any], decoding: Decoding, checkpoint: Checkpoint | None = None
+) -> SessionSummary:
     """A session summary (with its live lease holder, if any) from a summary row: the
     session's columns, then its live lease's host, pid and token (NULLs: none)."""
     app, user, session_id, turns, cost, reason, wake, updated, seq, *flags, host, pid, token = row
@@ -41,7 +48,29 @@ def summary_from_row(row: Sequence[Any], decoding: Decoding) -> SessionSummary:
         unpriced=bool(unpriced),
         input_tokens=input_tokens,
         cached_input_tokens=cached_input_tokens,
+        checkpoint=checkpoint,
     )
+
+
+def listed_from_row(row: Sequence[Any], decoding: Decoding) -> SessionSummary:
+    """A session as :meth:`EventLog.sessions` lists it, from a summary row followed by its
+    latest checkpoint row's schema version and payload (NULLs: no checkpoint).
+
+    A checkpoint that cannot be decoded (not JSON, a newer schema, a field of the wrong type)
+    leaves ``checkpoint`` None: one damaged row must not hide every session from a listing,
+    and the session is still listed as its summary columns say (reading the checkpoint itself
+    raises :class:`CorruptEvent`, as it should).
+    """
+    v, payload = row[SUMMARY_ROW_WIDTH:]
+    checkpoint = None
+    if payload is not None:
+        try:
+            decoded = decode_payload(EventKind.CHECKPOINT, payload, v=v)
+        except CorruptEvent:
+            decoded = None
+        if isinstance(decoded, Checkpoint):
+            checkpoint = decoded
+    return summary_from_row(row[:SUMMARY_ROW_WIDTH], decoding, checkpoint)
 
 
 def lease_of_row(

@@ -3,7 +3,7 @@
 Map:
     _mode.py       Mode: ASK, ALLOW, YOLO, PLAN and what each one allows
     _caller.py     Caller: identity, labels, admin flag (frozen, hashable)
-    _rules.py      Rule: a tool-name glob with optional caller conditions
+    _rules.py      Rule: a tool-name glob with optional caller conditions; a tool's names
     _request.py    PermissionRequest and the Prompter protocol
     _decision.py   Decision, and the pure rule-and-mode decision (no I/O)
     _gate.py       Gate: check() before every tool call, startup_check() before a run
@@ -11,7 +11,10 @@ Map:
     _errors.py     the error tree (PermissionsError at the root, GateWouldDeadlock)
 
 Deny rules win in every mode; in ASK mode the gate asks its prompter about calls that no
-allow rule covers, bounded by ``prompt_timeout``.
+allow rule covers, bounded by ``prompt_timeout``. Rules are tried on every name a tool is
+known by (the one it is offered under and its ``aliases``: an MCP tool's own name and
+``{server}__{tool}``): any name a deny rule matches denies, any name an allow rule matches
+allows, so a tool is decided alike whatever name it is offered under.
 """
 
 from ._caller import Caller

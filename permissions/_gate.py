@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -15,7 +15,7 @@ from ._decision import Decision, decide
 from ._errors import GateWouldDeadlock
 from ._mode import Mode
 from ._request import PermissionRequest, Prompter
-from ._rules import Rule, to_rules
+from ._rules import Rule, known_names, to_rules
 
 _MAX_ERROR_TEXT = 200
 
@@ -43,6 +43,8 @@ class Gate:
 
     ``allow`` and ``deny`` take ``Rule`` objects or glob strings (shorthand for
     ``Rule(tool=s)``); a matching deny rule wins over everything, in every mode (see ``Mode``).
+    A rule is tried on every name the tool is known by (``check``'s ``aliases``), and
+    matches when it matches any of them.
     A prompt is bounded by ``prompt_timeout`` seconds, on the clock ``check`` is given (real
     time by default; a run passes its own): a prompter that runs out of time or raises is a
     denial whose reason says so; cancellation of the caller still propagates.
@@ -72,6 +74,7 @@ class Gate:
         tool: str,
         arguments: Mapping[str, Any],
         *,
+        aliases: Iterable[str] = (),
         caller: Caller | None = None,
         read_only: bool = False,
         destructive: bool = False,
@@ -79,20 +82,29 @@ class Gate:
     ) -> Decision:
         """Decide whether ``tool`` may run with ``arguments`` for ``caller``.
 
+        ``tool`` is the name the tool was called by; ``aliases`` are the other names it is
+        known by (an MCP tool's own name on its server, ``{server}__{tool}``). Every rule is
+        tried on all of them: a deny rule that matches any name denies, an allow rule that
+        matches any name allows (deny rules first), so the decision is the same whichever
+        name the tool is offered under. A prompter is shown them all (``PermissionRequest``).
+
         ``prompt_timeout`` runs on ``clock`` (any ``scheduler.Clock``; None: real time, as
         :func:`anyio.move_on_after`), so a test's ``FakeClock`` times prompts out when it is
         advanced. ``destructive`` is passed on to the prompter (it decides nothing here).
         Never raises for a prompter's failure or timeout (those are denials); only
         the caller's own cancellation propagates.
         """
+        names = known_names(tool, aliases)
         decision = decide(
-            self.mode, self.allow, self.deny, tool, caller=caller, read_only=read_only
+            self.mode, self.allow, self.deny, names, caller=caller, read_only=read_only
         )
         if decision is not None:
             return decision
         if self.prompter is None:
             return Decision(False, f"{self.mode.value} mode: no prompter is set to ask", self.mode)
-        request = PermissionRequest(tool, arguments, caller, read_only, destructive)
+        request = PermissionRequest(
+            tool, arguments, caller, read_only, destructive, aliases=names[1:]
+        )
         return await self._prompt(self.prompter, request, clock)
 
     async def _prompt(

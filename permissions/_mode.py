@@ -6,7 +6,8 @@ import enum
 
 
 class Mode(enum.StrEnum):
-    """How the gate decides; deny rules deny in every mode.
+    """How the gate decides; deny rules deny in every mode. A rule matches a call when it
+    matches any name the tool is known by (see ``Gate.check``'s ``aliases``).
 
     - ``ASK``: allow rules allow; every other call goes to the prompter.
     - ``ALLOW``: only calls an allow rule matches are allowed; every other call is denied

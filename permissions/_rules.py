@@ -1,4 +1,5 @@
-"""Rule: a tool-name glob plus optional caller conditions, for the gate's allow and deny lists."""
+"""Rule: a tool-name glob plus optional caller conditions, for the gate's allow and deny lists;
+and the names of a tool that rules are tried on."""
 
 from __future__ import annotations
 
@@ -28,7 +29,9 @@ class Rule:
     (every pair is on the caller) and ``identities`` (the caller's identity is one of them).
 
     A rule with a caller condition never matches a call without a caller. Matching is
-    case-sensitive on every platform.
+    case-sensitive on every platform. The gate tries a rule on every name a tool is known by
+    (its offered name and its ``aliases``, such as an MCP tool's own name and
+    ``{server}__{tool}``): a rule that matches any of them matches the call.
     """
 
     tool: str = attrs.field(validator=_non_blank)
@@ -65,6 +68,30 @@ class Rule:
         if self.identities:
             parts.append("identities " + ", ".join(self.identities))
         return "; ".join(parts)
+
+
+def to_aliases(aliases: Iterable[str]) -> tuple[str, ...]:
+    """``aliases`` as a tuple of names, each once, in the order given.
+
+    Raises:
+        TypeError: ``aliases`` is a string (its letters are no names) or holds a non-string.
+        ValueError: an alias is empty.
+    """
+    if isinstance(aliases, str):
+        raise TypeError(f"aliases must be a sequence of names, not the string {aliases!r}")
+    names = tuple(aliases)
+    for alias in names:
+        if not isinstance(alias, str):
+            raise TypeError(f"aliases must be strings, got {alias!r}")
+        if not alias:
+            raise ValueError("an alias must be a non-empty name")
+    return tuple(dict.fromkeys(names))
+
+
+def known_names(tool: str, aliases: Iterable[str]) -> tuple[str, ...]:
+    """``tool`` then each of ``aliases`` (checked by :func:`to_aliases`) that is not ``tool``:
+    every name the rules are tried on."""
+    return (tool, *(alias for alias in to_aliases(aliases) if alias != tool))
 
 
 def to_rules(rules: Iterable[Rule | str]) -> tuple[Rule, ...]:

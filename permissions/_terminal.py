@@ -22,15 +22,19 @@ def _printable(text: str) -> str:
 
 def _summary(arguments: object) -> str:
     text = json.dumps(arguments, ensure_ascii=False, default=repr, sort_keys=True)
-    text = _printable(text)
+    return _bounded(_printable(text))
+
+
+def _bounded(text: str) -> str:
+    """``text`` cut to :data:`MAX_ARGUMENTS_CHARS`, ending in an ellipsis when cut."""
     if len(text) > MAX_ARGUMENTS_CHARS:
         text = text[: MAX_ARGUMENTS_CHARS - 1] + "…"
     return text
 
 
 def render_request(request: PermissionRequest) -> str:
-    """The question printed for ``request``: tool, caller, read-only or destructive flag,
-    short arguments."""
+    """The question printed for ``request``: tool, read-only or destructive flag, the other
+    names the tool is known by (an MCP tool's own and its server's), caller, short arguments."""
     caller = request.caller
     who = (_printable(caller.identity) if caller else "") or "(unknown)"
     if caller is not None and caller.admin:
@@ -38,12 +42,12 @@ def render_request(request: PermissionRequest) -> str:
     read_only = " (read-only)" if request.read_only else ""
     if request.destructive and not request.read_only:
         read_only = " (destructive: may delete or overwrite)"
-    return (
-        f"permission requested: tool {_printable(request.tool)}{read_only}\n"
-        f"  caller: {who}\n"
-        f"  arguments: {_summary(dict(request.arguments))}\n"
-        "allow? [y/N] "
-    )
+    lines = [f"permission requested: tool {_printable(request.tool)}{read_only}"]
+    if aliases := request.names[1:]:
+        # A server chooses its tools' names: shown escaped, and bounded like the arguments.
+        lines.append(f"  also known as: {_bounded(_printable(', '.join(aliases)))}")
+    lines += [f"  caller: {who}", f"  arguments: {_summary(dict(request.arguments))}"]
+    return "\n".join(lines) + "\nallow? [y/N] "
 
 
 class LineSource(Protocol):

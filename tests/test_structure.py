@@ -1,4 +1,8 @@
-"""The shape of the library's code: short functions and modules, layers without circles."""
+"""The shape of the library's code: layers without circles, tasks in task groups, module maps.
+
+No size limits: a module is split where a concept ends, never to meet a line count (a long
+function that reads top to bottom is fine), and review judges the shape.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +15,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ["autonomous", "eventlog", "usage", "permissions", "scheduler"]
-MAX_FUNCTION_LINES = 60
-MAX_MODULE_LINES = 500
 #: The edges of ``autonomous``: sub-packages the core never imports (it is imported by them).
 EDGES = ("autonomous.testing", "autonomous._cli")
 
@@ -54,29 +56,6 @@ _KNOWN = {_name(p) for p in _modules()}
 
 def _known(name: str) -> bool:
     return name in _KNOWN
-
-
-class TestSize:
-    def test_no_function_is_longer_than_sixty_lines(self) -> None:
-        """Every function and method of the library fits in sixty lines."""
-        long = []
-        for path in _modules():
-            for node in ast.walk(ast.parse(path.read_text())):
-                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                    assert node.end_lineno is not None
-                    lines = node.end_lineno - node.lineno + 1
-                    if lines > MAX_FUNCTION_LINES:
-                        long.append(f"{_name(path)}.{node.name}: {lines}")
-        assert [] == long
-
-    def test_no_module_is_longer_than_five_hundred_lines(self) -> None:
-        """Every module of the library fits in five hundred lines."""
-        long = [
-            f"{_name(p)}: {n}"
-            for p in _modules()
-            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
-        ]
-        assert [] == long
 
 
 class TestLayers:

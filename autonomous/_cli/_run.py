@@ -27,8 +27,10 @@ from eventlog import (
 from permissions import Prompter, TerminalPrompter
 
 from .._driver import resume_autonomous, run_autonomous
+from .._errors import ConfigurationError
 from .._options import make_options
 from .._result import RunResult, StopReason
+from .._run import refuse_started
 from .._session_state import session_state
 from ._common import (
     CliError,
@@ -122,8 +124,10 @@ async def cmd_run(args: argparse.Namespace) -> int:
     options = _options(spec, args)
     async with open_log(args, create=True) as log:
         ref = spec.session_ref(log, session_id)
-        if await log.latest_checkpoint(ref.key) is not None:
-            raise CliError(f"session {ref.key} already exists: continue it with `resume`")
+        try:
+            await refuse_started(log, ref.key)
+        except ConfigurationError:
+            raise CliError(f"session {ref.key} already exists: continue it with `resume`") from None
         with cli_errors():
             build = spec.build_function(ref)
         await record_spec(log, ref.key, spec, args.model)

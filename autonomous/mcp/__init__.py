@@ -8,7 +8,9 @@ run's clock, fails the start with :class:`MCPServerError`, by name), lists their
 offers them to the model as ordinary tools, under their own names, or ``{server}__{tool}`` when
 a name is taken (by a tool of the agent or of another server). Each call goes the way of any
 tool call: the permission gate (``readOnlyHint`` makes a tool read-only, which ``Mode.PLAN``
-allows; ``destructiveHint`` is shown to a prompter), the run's ``tool_timeout``, truncation,
+allows; ``destructiveHint`` is shown to a prompter; rules are tried on every name of the tool,
+its own, ``{server}__{tool}`` and the one it is offered under, so ``deny=["delete_*"]`` and
+``deny=["disk__*"]`` hold whatever a clash renames), the run's ``tool_timeout``, truncation,
 progress events, the event log. Only a tool whose annotations say ``idempotentHint`` is run
 again on resume after a crash cut its call short. A server that says its tool list changed is
 listed again before the next model call; one that went away is started again (once per call); a

@@ -28,8 +28,10 @@ class MCPToolTable:
 
     A server's tool keeps its own name unless a tool of the agent, or of another server, has
     it: then it is ``{server}__{tool}``. Names are made safe for every provider (letters,
-    digits, ``_`` and ``-``, at most 64). ``clock`` and ``time_left`` bound each server's
-    start (see :class:`Link`).
+    digits, ``_`` and ``-``, at most 64). Whatever name it is offered under, each server tool
+    is known to the permission gate by all of them (:func:`known_names`, its ``aliases``): a
+    rule written for its own name or for ``{server}__*`` holds when a server is added or
+    taken away. ``clock`` and ``time_left`` bound each server's start (see :class:`Link`).
     """
 
     def __init__(
@@ -99,7 +101,7 @@ class MCPToolTable:
             for remote in link.tools:
                 name = _safe(remote.name)
                 if name in local or counts[name] > 1:
-                    name = _safe(f"{link.server.name}__{remote.name}")
+                    name = _safe(qualified(link.server.name, remote.name))
                 tool = self._tool(link, remote, name) if name not in seen else None
                 if tool is not None:
                     tools.append(tool)
@@ -121,6 +123,7 @@ class MCPToolTable:
                 or f"{remote.title or remote.name} (MCP server {link.server.name})",
                 parameters=schema,
                 fn=_caller(link, remote.name),
+                aliases=known_names(link.server.name, remote.name),
                 read_only=read_only,
                 idempotent=hints.idempotent_hint is True,
                 # MCP's default: a tool that is not read-only may be destructive.
@@ -130,6 +133,21 @@ class MCPToolTable:
             self._log.warning("mcp_tool_skipped", server=link.server.name, tool=remote.name,
                               error=reason(exc))  # fmt: skip
             return None
+
+
+def qualified(server: str, remote: str) -> str:
+    """The name a clash gives the tool ``remote`` of ``server``, before it is made safe."""
+    return f"{server}__{remote}"
+
+
+def known_names(server: str, remote: str) -> tuple[str, ...]:
+    """Every name the tool ``remote`` of ``server`` is known by, whichever it is offered
+    under: its own name as the server declares it, the one it is offered under alone, and
+    ``{server}__{tool}`` (as declared, and as offered on a clash). Built from the server and
+    the tool alone, never from the other tools of the run, so the gate decides a tool alike
+    however the table names it."""
+    both = qualified(server, remote)
+    return tuple(dict.fromkeys((remote, _safe(remote), both, _safe(both))))
 
 
 def _caller(link: Link, remote: str) -> Callable[..., Awaitable[str]]:

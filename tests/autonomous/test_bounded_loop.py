@@ -26,6 +26,7 @@ from autonomous import (
     start_autonomous,
 )
 from autonomous._judge import LLMJudge
+from autonomous._restore import INTERRUPTED
 from autonomous._supervisor import (
     AbortRun,
     PauseRun,
@@ -484,8 +485,11 @@ class TestToolTimeouts:
         assert isinstance(result.error, ToolTimeoutError)
         assert "tool hang timed out after 30 s" == str(result.error)
 
-    async def test_a_fatal_timeout_retried_turn_starts_clean(self) -> None:
-        """After a fatal tool timeout, RETRY_TURN re-runs the turn with the same prompt."""
+    async def test_a_fatal_timeout_retried_turn_keeps_the_call_answered_as_interrupted(
+        self,
+    ) -> None:
+        """After a fatal tool timeout, RETRY_TURN goes on with the same turn: the timed-out
+        call stays in view, answered as interrupted (it may have taken effect)."""
         slow = OnTheClock()
         tool = function_tool(slow.hang, timeout=30, fatal_timeout=True)
         model, seen = recorded([call("hang"), done(), reply("ok")])
@@ -501,7 +505,7 @@ class TestToolTimeouts:
                 result = await h.wait()
         assert StopReason.COMPLETED == result.reason
         assert "the goal" == last_user(seen[1])
-        assert [] == tool_contents(seen[1])
+        assert [INTERRUPTED] == tool_contents(seen[1])
 
     async def test_a_finished_tools_timeout_never_reaches_the_next_model_call(self) -> None:
         """A quick tool's timeout ends with it: a model call slower than that timeout runs on."""

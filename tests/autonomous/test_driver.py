@@ -207,13 +207,14 @@ class TestRetryPolicy:
         assert [1, 2, 1] == seen
         assert (StopReason.COMPLETED, 5) == (result.reason, result.turns)
 
-    async def test_retry_reuses_the_prompt_and_skip_moves_on(self) -> None:
-        """RETRY_TURN sends the same prompt again; SKIP_TURN goes on with the continuation."""
+    async def test_retry_goes_on_with_the_turn_and_skip_moves_on(self) -> None:
+        """RETRY_TURN goes on with the failed attempt's turn (its prompt sent once); SKIP_TURN
+        closes it and goes on with the continuation."""
         decisions = iter([RetryDecision.RETRY_TURN, RetryDecision.SKIP_TURN])
         model = ScriptedModel([RuntimeError("a"), RuntimeError("b"), done(), reply("x")])
         await run_autonomous(builder(model), "the goal", retry_policy=lambda e, a: next(decisions))
         users = [m["content"] for m in model.last_messages if m["role"] == "user"]
-        assert ["continue"] == users  # failed attempts are cut from the conversation
+        assert ["the goal", "continue"] == users
 
     async def test_done_is_never_lost_when_the_turn_errors_after_it(self) -> None:
         """A turn that fails after the done tool ran still completes the run."""

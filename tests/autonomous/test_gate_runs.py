@@ -7,10 +7,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import anyio
+import attrs
 import pytest
 
 from autonomous import (
     Agent,
+    ConfigurationError,
     GateWouldDeadlock,
     StopReason,
     Tool,
@@ -179,6 +181,39 @@ class TestYoloMode:
             permissions_gate=Gate(Mode.YOLO, deny=["wipe_disk"]),
         )
         assert ["read /data"] == disk.ran
+
+
+class TestToolNames:
+    async def test_a_deny_rule_on_an_alias_holds_and_the_log_records_both_names(self) -> None:
+        """A tool's aliases reach the gate: a deny rule that names only an alias denies the
+        call, and the permission event records the name called and the aliases."""
+        disk, ref = Disk(), memory_session()
+        wipe = attrs.evolve(disk.wipe, aliases=("erase_disk", "wipe_disk"))
+        model = ScriptedModel(read_then_wipe())
+        await run_autonomous(
+            builder(model, tools=[disk.read, wipe], session=ref),
+            "tidy",
+            permissions_gate=Gate(Mode.YOLO, deny=["erase_*"]),
+        )
+        assert ["read /data"] == disk.ran
+        assert (
+            "denied: denied by deny rule 'erase_*' on its name 'erase_disk'"
+            == (tool_contents(model.last_messages)[1])
+        )
+        assert [("read_disk", (), True), ("wipe_disk", ("erase_disk",), False)] == [
+            (p.tool, p.aliases, p.allowed) for p in await permission_events(ref)
+        ]
+
+    def test_a_tool_knows_its_names(self) -> None:
+        """``names`` is the name then each alias once; an alias equal to the name is dropped."""
+        tool = attrs.evolve(Disk().wipe, aliases=("erase_disk", "wipe_disk", "erase_disk"))
+        assert (("erase_disk",), ("wipe_disk", "erase_disk")) == (tool.aliases, tool.names)
+
+    @pytest.mark.parametrize("aliases", ["erase_disk", [""], [3]])
+    def test_aliases_that_are_no_names_are_refused(self, aliases: Any) -> None:
+        """A string (not a list of names), an empty or a non-string alias: a clear error."""
+        with pytest.raises(ConfigurationError, match="alias"):
+            attrs.evolve(Disk().wipe, aliases=aliases)
 
 
 class TestPlanMode:

@@ -25,6 +25,7 @@ from autonomous import (
 from autonomous.testing import FakeClock, ScriptedModel, call, done, reply
 from eventlog import (
     AssistantMessage,
+    Budgets,
     Checkpoint,
     CorruptEvent,
     Event,
@@ -101,11 +102,12 @@ def counting_tool(*, idempotent: bool) -> tuple[Any, list[int]]:
 
 
 async def crash_in_turn_two(ref: SessionRef, *, inbox: str = "") -> str:
-    """Turn 1 closed by a checkpoint, then turn 2's committed prefix: its prompt (with an
-    inbox message when given) and an answer asking for ``act``, and no result: the process
-    died while the tool ran. Returns the inbox message id ("" for none)."""
+    """Turn 1 closed by a checkpoint, the session's turn budget raised, then turn 2's committed
+    prefix: its prompt (with an inbox message when given) and an answer asking for ``act``,
+    and no result: the process died while the tool ran. Returns the inbox message id ("" for
+    none)."""
     await run_autonomous(agent_on(ref, ScriptedModel([reply("one")])), "watch", max_turns=1)
-    events: list[Event] = []
+    events: list[Event] = [Event.create(ref.key, Budgets(max_turns=50), author="operator")]
     ids: tuple[str, ...] = ()
     prompt = "continue"
     if inbox:
@@ -185,7 +187,9 @@ class TestInterruptedToolCalls:
         )
         assert (StopReason.MAX_TOKENS_EXCEEDED, []) == (result.reason, quiet.sent)
         model = Recorder(done(), reply("bye"))
-        await resume_autonomous(agent_on(ref, ScriptedModel(default=model), tool), ref)
+        # The cap the first resume gave is the session's now: this one lifts it.
+        build = agent_on(ref, ScriptedModel(default=model), tool)
+        await resume_autonomous(build, ref, max_input_tokens=0)
         assert_well_formed(model.sent[0])
 
     async def test_a_stop_during_a_tool_call_leaves_a_well_formed_conversation(

@@ -29,7 +29,15 @@ from autonomous import (
 )
 from autonomous.mcp import MCPServer, MCPServerError
 from autonomous.testing import FakeClock, ScriptedModel, call, calls, done, reply
-from eventlog import AssistantMessage, Event, EventKind, ToolCallRecord, ToolResult, UserMessage
+from eventlog import (
+    AssistantMessage,
+    Budgets,
+    Event,
+    EventKind,
+    ToolCallRecord,
+    ToolResult,
+    UserMessage,
+)
 from permissions import Gate, Mode
 
 from ..support.litellm_http import wait_until
@@ -322,6 +330,7 @@ class TestEdges:
         )
         await ref.log.append(
             [
+                Event.create(ref.key, Budgets(max_turns=50), author="operator"),
                 Event.create(ref.key, UserMessage("continue", 2)),
                 Event.create(ref.key, AssistantMessage("", 2, cut, input_tokens=7)),
             ]

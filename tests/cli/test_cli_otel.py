@@ -87,9 +87,7 @@ class TestTracing:
         assert "tests/tester/" in agent["attributes"]["gen_ai.conversation.id"]
         assert "agents" == agent["resource"]["attributes"]["service.name"]
 
-    def test_the_daemon_exports_the_spans_of_the_sessions_it_resumes(
-        self, agent_dir: Path
-    ) -> None:
+    def test_the_daemon_exports_the_spans_of_the_sessions_it_resumes(self, agent_dir: Path) -> None:
         """``daemon --once`` with the same variables exports the resumed run's spans."""
         write_spec(agent_dir, "later", "deferring", extra='[scheduler]\nkind = "exit"\n')
         started = command(agent_dir, "run", "later.toml", "--session", "d1", "-q", env={})

@@ -13,12 +13,17 @@ from typing import Any
 
 import anyio
 import anyio.lowlevel
+import attrs
 import psycopg
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from eventlog import (
+    MAX_KEY_LENGTH,
     Checkpoint,
     Control,
+    CorruptEvent,
     Event,
     EventKind,
     InboxQueued,
@@ -34,6 +39,7 @@ from eventlog import (
 from eventlog import _postgres_conn as pgconn
 from eventlog._postgres_conn import mask_dsn
 from eventlog._postgres_sql import STORE_VERSION
+from eventlog._postgres_text import notice
 from tests.eventlog.conftest import FakeClock
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
@@ -348,6 +354,33 @@ class TestText:
         assert ["x\x00\x10y"] == [summary.stop_reason for summary in await log.sessions()]
 
 
+class TestListedCheckpoints:
+    """sessions() with a latest checkpoint row it cannot read back."""
+
+    @pytest.mark.parametrize(
+        "tampering",
+        ["payload = '{not json'", "v = 99", """payload = '{"turns": "many"}'"""],
+        ids=["not-json", "newer-schema", "wrong-type"],
+    )
+    async def test_an_unreadable_checkpoint_leaves_the_listing_whole(
+        self, log: PostgresEventLog, pg_dsn: str, tampering: str
+    ) -> None:
+        """That session is listed as its summary row says, without its checkpoint; every
+        other session with its own. Reading the checkpoint itself still fails loudly."""
+        await log.append([user(A), checkpoint(A), user(B), checkpoint(B)])
+        before = await log.sessions()
+        async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
+            await conn.execute(
+                f"UPDATE eventlog_events AS e SET {tampering} FROM eventlog_sessions AS s"
+                " WHERE e.sid = s.sid AND e.seq = s.checkpoint_seq AND s.session_id = 'a'"
+            )
+        listed = await log.sessions()
+        with pytest.raises(CorruptEvent):
+            await log.latest_checkpoint(A)
+        assert [attrs.evolve(s, checkpoint=None) if s.key == A else s for s in before] == listed
+        assert None not in [s.checkpoint for s in before]
+
+
 class TestWideNumbers:
     """The summary's columns hold what a checkpoint may say (SQLite's integers are 64-bit)."""
 
@@ -536,6 +569,71 @@ class TestWatch:
                     await anyio.wait_all_tasks_blocked()
                     await other.append([Event.create(A, Control("wake"))])
                     await other.append([Event.create(B, Control("wake"))])
+
+
+#: A session whose key is as long as keys may be, of characters that take room: 4,912 bytes
+#: as JSON, where a notification carries fewer than 8,000 (a longer key, which the limit now
+#: refuses, failed its session's writes when notifications carried the key).
+LONG = SessionKey("é" * MAX_KEY_LENGTH, "😀" * MAX_KEY_LENGTH, "\x00é" * (MAX_KEY_LENGTH // 2))
+
+
+class TestNotificationPayload:
+    """A notification names its session by a short digest of the key, never the key itself:
+    a long key cannot make it too long for pg_notify, which would fail the write with it."""
+
+    @given(st.builds(SessionKey, st.text(), st.text(), st.text(max_size=3000)))
+    def test_a_notice_is_a_fixed_size_digest(self, key: SessionKey) -> None:
+        """Whatever the key, its notice is 64 hex digits."""
+        payload = notice(key)
+        assert (64, True) == (len(payload.encode()), all(c in "0123456789abcdef" for c in payload))
+
+    def test_the_parts_of_the_key_are_told_apart(self) -> None:
+        """Keys whose parts join to the same text have different notices."""
+        keys = [SessionKey("ab", "c", "d"), SessionKey("a", "bc", "d"), SessionKey("a", "b", "cd")]
+        assert 3 == len({notice(key) for key in keys})
+
+    async def test_a_long_key_session_is_written_and_wakes_its_watch(
+        self, log: PostgresEventLog, other: PostgresEventLog, clock: FakeClock
+    ) -> None:
+        """A session with a long key is leased, appended to, checkpointed, injected into,
+        released and claimed; each change that notifies wakes its watch, not another's."""
+        async with log.watch(LONG) as watch, log.watch(A) as quiet, log.watch(C) as last:
+            lease = await other.acquire_lease(LONG, holder("run"), ttl=30)
+            await other.append([user(LONG)], lease=lease)
+            wake = clock.now - timedelta(minutes=1)
+            changes = [
+                [checkpoint(LONG, stop_reason="deferred", next_wake_at=wake)],
+                [Event.create(LONG, InboxQueued("m1", "hi"))],
+            ]
+            for events in changes:
+                await other.append(events, lease=lease)
+                with anyio.fail_after(SOON):
+                    await watch.wait()
+            await other.release_lease(lease)
+            with anyio.fail_after(SOON):
+                await watch.wait()
+            (claim,) = await other.claim_due(clock.now, holder("daemon"), ttl=30, limit=5)
+            with anyio.fail_after(SOON):
+                await watch.wait()
+            await other.append_and_release([checkpoint(LONG, stop_reason="completed")], claim.lease)
+            with anyio.fail_after(SOON):
+                await watch.wait()
+            await sentinel(other, last, C)
+            assert not quiet.woken
+        listed = {summary.key for summary in await log.sessions()}
+        assert (True, 4) == (LONG in listed, len(await log.read(LONG)))
+
+    async def test_a_payload_of_another_writer_wakes_every_watch(
+        self, log: PostgresEventLog, pg_dsn: str
+    ) -> None:
+        """A notification that is no notice (an older release named the session by its key)
+        wakes every watch: a wake for nothing, never one lost."""
+        async with log.watch(A) as watch_a, log.watch(B) as watch_b:
+            async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
+                await conn.execute("SELECT pg_notify(%s, %s)", (log.channel, '["app","ops","a"]'))
+            with anyio.fail_after(SOON):
+                await watch_a.wait()
+                await watch_b.wait()
 
 
 class TestLeaseStatements:

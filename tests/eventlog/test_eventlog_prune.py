@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from eventlog import (
     Lease,
     LeaseHolder,
     Note,
+    PostgresEventLog,
     PrunedSession,
     PruneResult,
     SessionKey,
@@ -32,6 +34,7 @@ pytestmark = pytest.mark.anyio
 
 DONE = SessionKey("app", "ops", "done")
 OTHER = SessionKey("app", "ops", "other")
+LATER = SessionKey("app", "ops", "later")
 
 
 def history(key: SessionKey, at: datetime, *, turns: int = 2, **checkpoint: Any) -> list[Event]:
@@ -207,6 +210,181 @@ class TestPruneFinished:
         assert ([None], DONE) == (held, lease.key)
 
 
+def started(key: SessionKey, at: datetime) -> list[Event]:
+    """A session that never wrote a checkpoint: its spec note, an inject sent before any run,
+    and the first turn of a run that died before its first checkpoint, all at ``at``."""
+    return [
+        Event.create(key, Note("agent spec", {"spec": "a.toml"}), at=at),
+        Event.create(key, InboxQueued("m1", "hello"), at=at),
+        Event.create(key, UserMessage("prompt 1", 1), at=at),
+        Event.create(key, AssistantMessage("answer 1", 1), at=at),
+    ]
+
+
+def recent(key: SessionKey, clock: FakeClock) -> Event:
+    """An event of ``key`` at the clock's now: the log's newest, so that SQLite, which keeps the
+    log's newest row, deletes as the other stores do."""
+    return Event.create(key, UserMessage("later", 1), at=clock.now)
+
+
+class TestPruneInterrupted:
+    """prune(interrupted=True) also takes the sessions whose run was cut off, and those that
+    never wrote a checkpoint, once quiet since the cut-off and held by no live process."""
+
+    @pytest.mark.parametrize(
+        "fields",
+        [
+            {},  # crashed (or a run still going that nobody holds)
+            {"stop_reason": "context_cancelled"},  # its caller cancelled it
+            {"stop_reason": "lease_lost"},  # failed: another process took it over
+        ],
+        ids=["no-stop-reason", "context_cancelled", "lease_lost"],
+    )
+    async def test_cut_off_sessions_on_request(self, store: EventLog, clock, fields: Any) -> None:
+        """Kept by a plain prune; with ``interrupted``, all their events go but the latest
+        checkpoint and the notes."""
+        note = Event.create(DONE, Note("agent spec", {"spec": "a.toml"}), at=old(clock))
+        await store.append([note, *history(DONE, old(clock), **fields)])
+        final = await store.latest_checkpoint(DONE)
+
+        plain = await store.prune(cut(clock))
+        result = await store.prune(cut(clock), interrupted=True)
+
+        assert ((), (DONE,)) == (plain.pruned, tuple(p.key for p in result.pruned))
+        assert final is not None
+        assert [note.id, final.id] == [event.id for event in await store.read(DONE)]
+        assert final == await store.latest_checkpoint(DONE)
+        assert (fields.get("stop_reason"), old(clock), 5) == (
+            result.pruned[0].stop_reason,
+            result.pruned[0].updated_at,
+            result.pruned[0].events,
+        )
+
+    @pytest.mark.parametrize(
+        "fields",
+        [
+            {"stop_reason": "deferred", "next_wake_at": datetime(2000, 1, 1)},  # due
+            {"stop_reason": "deferred", "next_wake_at": datetime(2100, 1, 1)},
+            {"paused": True},  # an operator's hold: it waits for an unpause
+        ],
+        ids=["due", "deferred", "paused"],
+    )
+    async def test_waiting_sessions_are_kept_even_so(
+        self, store: EventLog, clock, fields: Any
+    ) -> None:
+        """A session that waits for its wake time or for an unpause is never pruned."""
+        await store.append(history(DONE, old(clock), **fields))
+        events = await store.read(DONE)
+
+        result = await store.prune(cut(clock), interrupted=True)
+
+        assert ((), events) == (result.pruned, await store.read(DONE))
+
+    async def test_failed_sessions_are_prunable(self, store: EventLog, clock) -> None:
+        """What ls calls failed: retry_policy_aborted is finished (a plain prune takes it),
+        lease_lost was cut off (taken on request)."""
+        await store.append(history(DONE, old(clock), stop_reason="retry_policy_aborted"))
+        await store.append(history(OTHER, old(clock), stop_reason="lease_lost"))
+
+        plain = await store.prune(cut(clock))
+        asked = await store.prune(cut(clock), interrupted=True)
+
+        assert ([DONE], [OTHER]) == ([p.key for p in plain.pruned], [p.key for p in asked.pruned])
+
+    async def test_a_session_without_a_checkpoint_keeps_only_its_notes(
+        self, store: EventLog, clock
+    ) -> None:
+        """A session that never wrote a checkpoint loses every event but its notes, and is
+        still listed, at the time of its newest event left."""
+        day_before = old(clock) - timedelta(days=1)
+        await store.append(started(DONE, day_before))
+        await store.append([recent(OTHER, clock)])
+
+        plain = await store.prune(cut(clock))
+        result = await store.prune(cut(clock), interrupted=True)
+
+        assert () == plain.pruned
+        assert (PrunedSession(DONE, 3, None, day_before),) == result.pruned
+        assert ["note"] == [str(event.kind) for event in await store.read(DONE)]
+        (listed,) = [s for s in await store.sessions() if s.key == DONE]
+        assert (0, None, day_before) == (
+            listed.checkpoint_seq,
+            listed.checkpoint,
+            listed.updated_at,
+        )
+
+    async def test_a_session_without_a_checkpoint_or_notes_goes(
+        self, store: EventLog, clock
+    ) -> None:
+        """A session with no checkpoint and no note loses every event: it is listed no more."""
+        await store.append(started(DONE, old(clock))[1:])
+        await store.append([recent(OTHER, clock)])
+
+        result = await store.prune(cut(clock), interrupted=True)
+
+        assert (3, []) == (result.events, await store.read(DONE))
+        assert [OTHER] == [s.key for s in await store.sessions()]
+
+    async def test_a_stop_before_any_checkpoint_finishes_the_session(
+        self, store: EventLog, clock
+    ) -> None:
+        """A session stopped on purpose before it ever checkpointed is finished: a plain prune
+        takes it, keeping its notes."""
+        stop = Event.create(DONE, Control("stop"), at=old(clock))
+        await store.append([*started(DONE, old(clock)), stop])
+        await store.append([recent(OTHER, clock)])
+
+        result = await store.prune(cut(clock))
+
+        assert [(DONE, 4)] == [(p.key, p.events) for p in result.pruned]
+        assert ["note"] == [str(event.kind) for event in await store.read(DONE)]
+
+    async def test_recent_events_keep_an_interrupted_session(self, store: EventLog, clock) -> None:
+        """A session written to after the cut-off is kept, with or without a checkpoint."""
+        await store.append(history(DONE, old(clock)))
+        await store.append(started(OTHER, old(clock)))
+        late = clock.now - timedelta(days=1)
+        await store.append(
+            [Event.create(k, InboxQueued("m2", "late"), at=late) for k in (DONE, OTHER)]
+        )
+
+        result = await store.prune(cut(clock), interrupted=True)
+
+        assert (0, 7, 5) == (
+            result.sessions,
+            len(await store.read(DONE)),
+            len(await store.read(OTHER)),
+        )
+
+    async def test_a_held_session_is_left_alone(self, store: EventLog, clock) -> None:
+        """An interrupted session or one without a checkpoint that a live process holds (a
+        run that is starting) is left alone, in ``held``."""
+        await store.append(history(DONE, old(clock)))
+        await store.append(started(OTHER, old(clock)))
+        for key in (DONE, OTHER):
+            await store.acquire_lease(key, LeaseHolder("elsewhere", 4242, f"run-{key}"), ttl=30)
+
+        result = await store.prune(cut(clock), interrupted=True)
+
+        assert ((), {DONE, OTHER}) == (result.pruned, set(result.held))
+        assert (6, 4) == (len(await store.read(DONE)), len(await store.read(OTHER)))
+
+    async def test_dry_run_reports_what_a_prune_removes(self, store: EventLog, clock) -> None:
+        """A dry run with ``interrupted`` lists what the prune then removes, and removes
+        nothing itself."""
+        await store.append(history(DONE, old(clock)))
+        await store.append(started(OTHER, old(clock)))
+        await store.append([recent(LATER, clock)])
+        before = [await store.read(DONE), await store.read(OTHER)]
+
+        dry = await store.prune(cut(clock), dry_run=True, interrupted=True)
+        after_dry = [await store.read(DONE), await store.read(OTHER)]
+        real = await store.prune(cut(clock), interrupted=True)
+
+        assert (before, dry.pruned) == (after_dry, real.pruned)
+        assert ({DONE, OTHER}, True) == ({p.key for p in real.pruned}, dry.dry_run)
+
+
 class TestPruneSafety:
     """Prune never touches a session some live process holds, and a dry run touches nothing."""
 
@@ -261,6 +439,43 @@ class TestPruneSafety:
 
         assert dry.pruned == real.pruned
         assert {DONE, OTHER} == {pruned.key for pruned in real.pruned}
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def durable(
+    request: pytest.FixtureRequest, db_path: Path, clock: FakeClock
+) -> AsyncIterator[SqliteEventLog | PostgresEventLog]:
+    """Each durable store in turn (their prune looks first, then takes each session's lease)."""
+    log: SqliteEventLog | PostgresEventLog
+    if request.param == "sqlite":
+        log = SqliteEventLog(db_path, clock=clock)
+    else:
+        log = PostgresEventLog(request.getfixturevalue("pg_dsn"), clock=clock, max_size=4)
+    async with log:
+        yield log
+
+
+class TestPruneRaces:
+    """What a durable log's prune does when a session changes between its look and its lease."""
+
+    async def test_a_first_checkpoint_after_the_look_keeps_the_session(
+        self, durable: SqliteEventLog | PostgresEventLog, clock, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A session without a checkpoint that a run starts on (and checkpoints) after the
+        prune looked keeps every event: the prune finds a checkpoint it did not plan for."""
+        await durable.append(started(DONE, old(clock)))
+        await durable.append([recent(OTHER, clock)])
+        acquire = durable.acquire_lease
+
+        async def run_first(key: SessionKey, asker: LeaseHolder, ttl: float) -> Lease:
+            first = Event.create(key, Checkpoint(0, 0, 0, 0.0, "go", goal="watch"))
+            await durable.append([first])  # the run's first checkpoint, its lease let go
+            return await acquire(key, asker, ttl)
+
+        monkeypatch.setattr(durable, "acquire_lease", run_first)
+        result = await durable.prune(cut(clock), interrupted=True)
+
+        assert ((), (), 5) == (result.pruned, result.held, len(await durable.read(DONE)))
 
 
 class TestSqlitePrune:

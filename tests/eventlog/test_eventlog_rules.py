@@ -5,7 +5,10 @@ from __future__ import annotations
 import os
 from datetime import UTC, datetime, timedelta, timezone
 
+import attrs
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from eventlog import Checkpoint, Event, LeaseHolder, Note, SessionKey, SessionSummary
 from eventlog._process import process_start
@@ -15,6 +18,8 @@ from eventlog._rules import (
     lease_expiry,
     may_take_lease,
     process_alive,
+    prunable,
+    summary_before_checkpoint,
     summary_of,
 )
 
@@ -189,3 +194,89 @@ class TestIsDue:
     def test_cases(self, reason: str | None, wake: datetime | None, expected: bool) -> None:
         """Only a deferred session whose wake time is now or past is due."""
         assert expected == is_due(self.summary(reason, wake), NOW)
+
+
+class TestSummaryBeforeCheckpoint:
+    """summary_before_checkpoint: a session known only by its events."""
+
+    def test_fields(self) -> None:
+        """No turns, no cost, no stop reason, checkpoint seq 0, its newest event's time in UTC."""
+        at = datetime(2030, 1, 1, 17, 30, tzinfo=timezone(timedelta(hours=5, minutes=30)))
+        expected = SessionSummary(KEY, 0, 0.0, None, None, NOW, 0)
+        assert (expected, UTC) == (summary_before_checkpoint(KEY, at), NOW.tzinfo)
+
+
+#: Stop reasons a latest checkpoint may carry (None: none, a run going on or crashed), an
+#: unknown one among them.
+REASONS = [
+    None, "completed", "max_turns_exceeded", "max_tokens_exceeded", "max_cost_exceeded",
+    "wallclock_exceeded", "retry_policy_aborted", "aborted", "deferred", "context_cancelled",
+    "lease_lost", "from_a_newer_release",
+]  # fmt: skip
+
+
+class TestPrunable:
+    """prunable: finished sessions, and with ``interrupted`` the cut-off ones, once quiet."""
+
+    CUT = NOW - timedelta(days=30)
+    OLD = NOW - timedelta(days=40)
+
+    def summary(
+        self, reason: str | None, *, paused: bool = False, stopped: bool = False
+    ) -> SessionSummary:
+        return SessionSummary(
+            KEY, 1, 0.0, reason, None, self.OLD, 1, paused=paused, stopped=stopped
+        )
+
+    @pytest.mark.parametrize(
+        ("reason", "flags", "plain", "asked"),
+        [
+            ("completed", {}, True, True),
+            ("retry_policy_aborted", {}, True, True),  # ls: failed
+            ("lease_lost", {}, False, True),  # ls: failed
+            (None, {}, False, True),  # crashed
+            ("context_cancelled", {}, False, True),
+            ("deferred", {}, False, False),
+            (None, {"paused": True}, False, False),  # an operator's hold
+            ("deferred", {"stopped": True}, True, True),
+            (None, {"stopped": True}, True, True),
+            ("from_a_newer_release", {}, False, False),
+        ],
+    )
+    def test_cases(
+        self, reason: str | None, flags: dict[str, bool], plain: bool, asked: bool
+    ) -> None:
+        """Which quiet sessions a plain prune takes, and which ``interrupted`` adds."""
+        summary = self.summary(reason, **flags)
+        assert (plain, asked) == (
+            prunable(summary, self.OLD, self.CUT),
+            prunable(summary, self.OLD, self.CUT, interrupted=True),
+        )
+
+    def test_a_session_without_a_checkpoint_is_cut_off(self) -> None:
+        """One that never checkpointed is taken on request only; stopped, always."""
+        bare = summary_before_checkpoint(KEY, self.OLD)
+        stopped = attrs.evolve(bare, stopped=True)
+        assert [False, True, True] == [
+            prunable(bare, self.OLD, self.CUT),
+            prunable(bare, self.OLD, self.CUT, interrupted=True),
+            prunable(stopped, self.OLD, self.CUT),
+        ]
+
+    @given(
+        reason=st.sampled_from(REASONS),
+        paused=st.booleans(),
+        stopped=st.booleans(),
+        newest=st.sampled_from([OLD, CUT, NOW]),
+    )
+    def test_interrupted_only_adds(
+        self, reason: str | None, paused: bool, stopped: bool, newest: datetime
+    ) -> None:
+        """Asking for interrupted sessions never spares one a plain prune takes, nor takes a
+        session written to since the cut-off, nor a deferred one that was not stopped."""
+        summary = self.summary(reason, paused=paused, stopped=stopped)
+        plain = prunable(summary, newest, self.CUT)
+        asked = prunable(summary, newest, self.CUT, interrupted=True)
+        assert not plain or asked
+        if newest >= self.CUT or (reason == "deferred" and not stopped):
+            assert not asked

@@ -304,11 +304,14 @@ class TestFile:
         assert "SCAN" not in plan, plan
 
     async def test_sessions_scans_sessions_only(self, db_path: Path) -> None:
-        """Listing the sessions reads the sessions table, never the events."""
+        """Listing the sessions scans the sessions table; it looks events up by index only
+        (the newest of a session without a checkpoint), never scans them."""
         async with SqliteEventLog(db_path):
             pass
         plan = query_plan(db_path, SELECT_SESSIONS, ("now",))
-        assert "events" not in plan, plan
+        scans = [step for step in plan.split(" | ") if step.startswith("SCAN")]
+        assert ["SCAN s"] == scans, plan
+        assert "SEARCH last USING INTEGER PRIMARY KEY" in plan, plan
 
     async def test_events_are_keyed_by_a_session_id(self, db_path: Path) -> None:
         """Each event row names its session by one integer id, the same for all its events."""
@@ -576,6 +579,35 @@ class TestUnreadableRows:
             caught.value.event_id,
         )
         assert "99" in str(caught.value)
+
+
+class TestListedCheckpoints:
+    """sessions() with a latest checkpoint row it cannot read back."""
+
+    @pytest.mark.parametrize(
+        "tampering",
+        ["payload = '{not json'", "v = 99", """payload = '{"turns": "many"}'"""],
+        ids=["not-json", "newer-schema", "wrong-type"],
+    )
+    async def test_an_unreadable_checkpoint_leaves_the_listing_whole(
+        self, db_path: Path, tampering: str
+    ) -> None:
+        """That session is listed as its summary row says, without its checkpoint; every
+        other session with its own. Reading the checkpoint itself still fails loudly."""
+        other = SessionKey("app", "ops", "b")
+        async with SqliteEventLog(db_path) as log:
+            await log.append([*batch(), *batch(other)])
+            before = await log.sessions()
+            run_sql(
+                db_path,
+                f"UPDATE events SET {tampering}"
+                " WHERE seq = (SELECT checkpoint_seq FROM sessions WHERE session_id = 'a')",
+            )
+            listed = await log.sessions()
+            with pytest.raises(CorruptEvent):
+                await log.latest_checkpoint(A)
+        assert [attrs.evolve(s, checkpoint=None) if s.key == A else s for s in before] == listed
+        assert None not in [s.checkpoint for s in before]
 
 
 class TestUnavailable:

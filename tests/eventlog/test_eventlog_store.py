@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
-from datetime import timedelta
+from datetime import UTC, timedelta, timezone
 from typing import Any
 
 import anyio
@@ -15,11 +15,13 @@ from hypothesis import strategies as st
 
 from eventlog import (
     AssistantMessage,
+    Budgets,
     Checkpoint,
     Control,
     Event,
     EventKind,
     EventLog,
+    InboxQueued,
     Lease,
     LeaseHolder,
     LeaseLost,
@@ -31,6 +33,7 @@ from eventlog import (
     ToolResult,
     UserMessage,
 )
+from eventlog._rules import checkpoint_of
 from tests.eventlog.helpers import add, add_fenced
 from tests.strategies import events
 
@@ -205,18 +208,131 @@ class TestLatestCheckpoint:
 
 
 class TestSessions:
-    """sessions: one summary per checkpointed session, newest first."""
+    """sessions: one summary per session that has an event, newest first."""
 
     async def test_summaries_newest_first(self, store: EventLog, clock) -> None:
-        """Each session is summarised by its latest checkpoint; no checkpoint, no summary."""
+        """Each session is summarised by its latest checkpoint; one without a checkpoint by
+        its newest event."""
         wake = clock.now + timedelta(hours=1)
         (first,) = await add(store, [checkpoint(A, 1)])
-        await store.append([user(C)])
+        (prompt,) = await add(store, [user(C)])
         (second,) = await add(store, [checkpoint(B, 4, stop_reason="deferred", next_wake_at=wake)])
         assert [
-            SessionSummary(B, 4, 0.25, "deferred", wake, second.at, second.seq, input_tokens=10),
-            SessionSummary(A, 1, 0.25, None, None, first.at, first.seq, input_tokens=10),
-        ] == await store.sessions()
+            SessionSummary(
+                B, 4, 0.25, "deferred", wake, second.at, second.seq, input_tokens=10,
+                checkpoint=checkpoint_of(second),
+            ),
+            SessionSummary(C, 0, 0.0, None, None, prompt.at, 0),
+            SessionSummary(
+                A, 1, 0.25, None, None, first.at, first.seq, input_tokens=10,
+                checkpoint=checkpoint_of(first),
+            ),
+        ] == await store.sessions()  # fmt: skip
+
+    async def test_a_summary_carries_its_latest_checkpoint(self, store: EventLog, clock) -> None:
+        """sessions() gives each session's latest checkpoint (output tokens, outcome, done
+        detail, error, budgets: what ls shows), None for one without; due_sessions and claims
+        leave it None."""
+        budgets = Budgets(max_turns=5, max_cost_usd=1.5)
+        done = Checkpoint(
+            2, 40, 17, 0.5, "", stop_reason="completed", done_detail="all good",
+            outcome="resolved", result={"n": [1, "x"]}, budgets=budgets,
+        )  # fmt: skip
+        failed = Checkpoint(
+            1, 10, 3, 0.1, "go", stop_reason="retry_policy_aborted", error="RuntimeError: boom"
+        )
+        await store.append([checkpoint(A), Event.create(A, done), Event.create(B, failed)])
+        await store.append([user(C), user(A)])
+        listed = {s.key: s.checkpoint for s in await store.sessions()}
+        assert {A: done, B: failed, C: None} == listed
+        wake = checkpoint(D, stop_reason="deferred", next_wake_at=clock.now)
+        await store.append([wake])
+        assert [None] == [s.checkpoint for s in await store.due_sessions(clock.now)]
+        claims = await store.claim_due(clock.now, holder("me"), 30, limit=5)
+        assert [None] == [claim.summary.checkpoint for claim in claims]
+
+    async def test_a_session_exists_from_its_first_event(self, store: EventLog, clock) -> None:
+        """An inject sent before any run, a spec note, a run that died before its first
+        checkpoint: each session is listed, with no turns, no stop reason, and the time of its
+        newest event (in UTC, whatever the event's zone)."""
+        east = timezone(timedelta(hours=5, minutes=30))
+        early = (clock.now - timedelta(hours=2)).astimezone(east)
+        late = clock.now - timedelta(minutes=1)
+        await store.append(
+            [
+                Event.create(A, InboxQueued("m1", "hello"), at=early),
+                Event.create(B, Note("agent spec", {"spec": "a.toml"}), at=early),
+                user(C),
+                answer(C),
+            ]
+        )
+        await store.append([Event.create(A, InboxQueued("m2", "again"), at=late)])
+        listed = {s.key: s for s in await store.sessions()}
+        assert {A, B, C} == set(listed)
+        assert (0, 0, 0.0, None, None, late, (False, False), None) == (
+            listed[A].checkpoint_seq,
+            listed[A].turns,
+            listed[A].cost_usd,
+            listed[A].stop_reason,
+            listed[A].next_wake_at,
+            listed[A].updated_at,
+            (listed[A].paused, listed[A].stopped),
+            listed[A].holder,
+        )
+        assert (early, UTC) == (listed[B].updated_at, listed[B].updated_at.tzinfo)
+
+    async def test_newest_first_by_checkpoint_else_newest_event(self, store: EventLog) -> None:
+        """A session's place is its latest checkpoint's seq, or without one its newest
+        event's; later events after a checkpoint do not move it."""
+        await store.append([checkpoint(A)])
+        await store.append([user(B)])
+        await store.append([checkpoint(C)])
+        await store.append([user(A), user(D)])
+        assert [D, C, B, A] == [s.key for s in await store.sessions()]
+        await store.append([user(B)])
+        assert [B, D, C, A] == [s.key for s in await store.sessions()]
+        await store.append([checkpoint(D)])
+        assert [D, B, C, A] == [s.key for s in await store.sessions()]
+
+    async def test_a_session_without_a_checkpoint_shows_its_holder(
+        self, store: EventLog, clock
+    ) -> None:
+        """A live lease on a session without a checkpoint shows as its holder."""
+        owner = holder("owner")
+        lease = await store.acquire_lease(A, owner, ttl=30)
+        await store.append([user(A)], lease=lease)
+        assert [str(owner)] == [s.holder for s in await store.sessions()]
+        clock.advance(31)
+        assert [None] == [s.holder for s in await store.sessions()]
+
+    async def test_a_lease_alone_is_no_session(self, store: EventLog) -> None:
+        """A session leased but never written to has no event, so it is not listed."""
+        await store.release_lease(await store.acquire_lease(A, holder("me"), ttl=30))
+        await store.acquire_lease(B, holder("me"), ttl=30)
+        assert [] == await store.sessions()
+
+    async def test_control_requests_before_any_checkpoint_mark_the_summary(
+        self, store: EventLog
+    ) -> None:
+        """A stop or a pause of a session that never checkpointed shows at once (a resume
+        request clears a pause); its first checkpoint says the rest."""
+        await store.append([control(A, "stop"), control(B, "pause"), control(C, "pause")])
+        await store.append([control(C, "resume"), control(D, "wake")])
+        flags = {s.key: (s.paused, s.stopped) for s in await store.sessions()}
+        assert {A: (False, True), B: (True, False), C: (False, False), D: (False, False)} == flags
+        await store.append([checkpoint(A), checkpoint(B)])
+        flags = {s.key: (s.paused, s.stopped) for s in await store.sessions()}
+        assert (False, False) == flags[A] == flags[B]
+
+    async def test_a_session_without_a_checkpoint_is_never_due_nor_claimed(
+        self, store: EventLog, clock
+    ) -> None:
+        """Without a checkpoint there is no goal to resume from: due_sessions and claim_due
+        (interrupted ones too) leave such a session alone."""
+        await store.append([user(A), control(A, "wake"), Event.create(B, InboxQueued("m", "x"))])
+        assert [] == await store.due_sessions(clock.now + timedelta(days=1))
+        claims = await store.claim_due(clock.now, holder("me"), 30, limit=5, interrupted=True)
+        assert [] == claims
 
     async def test_later_checkpoint_replaces_summary(self, store: EventLog) -> None:
         """A newer checkpoint of a session replaces its summary and moves it to the front."""
@@ -252,7 +368,7 @@ class TestSessions:
         await store.append([control(A, "stop"), control(B, "pause"), control(C, "pause")])
         await store.append([control(C, "resume"), control(C, "wake"), control(D, "stop")])
         flags = {s.key: (s.paused, s.stopped) for s in await store.sessions()}
-        assert {A: (False, True), B: (True, False), C: (False, False)} == flags
+        assert {A: (False, True), B: (True, False), C: (False, False), D: (False, True)} == flags
         due = {s.key: s.paused for s in await store.due_sessions(clock.now)}
         assert {B: True, C: False} == due
         await store.append([checkpoint(A, 2), checkpoint(B, 2)])  # a forced resume, an unpause

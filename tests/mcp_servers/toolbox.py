@@ -1,6 +1,7 @@
 """A small MCP server for the tests: ``python -m tests.mcp_servers.toolbox [--http PORT]``.
 
-Its tools: ``echo`` (read-only), ``write_note`` (destructive), ``fail`` (an error result),
+Its tools: ``echo`` (read-only), ``write_note`` (destructive), ``delete_file`` (deletes the
+file at a path: a test sees whether it really ran), ``fail`` (an error result),
 ``block`` (waits until cancelled), ``die`` (the process is killed during the call),
 ``add_tool`` (adds ``extra`` and says the list changed), ``meta`` (the request's ``_meta``
 as JSON) and ``starts`` (how many times this server has started, counted in ``STARTS_FILE``;
@@ -35,6 +36,13 @@ def echo(text: str) -> str:
 def write_note(text: str) -> str:
     """Overwrite the note with the text."""
     return f"wrote {len(text)} characters"
+
+
+@server.tool(annotations=ToolAnnotations(destructive_hint=True))
+def delete_file(path: str) -> str:
+    """Delete the file at path."""
+    Path(path).unlink()
+    return f"deleted {path}"
 
 
 @server.tool()
