@@ -32,6 +32,7 @@ from autonomous import _run as run_module
 from autonomous.testing import FakeClock, ScriptedModel, call, done
 from eventlog import Checkpoint, PostgresEventLog, SessionRef
 
+from ..support.postgres import wait_blocked_by
 from ..support.stuck_logs import StuckLog
 
 pytestmark = pytest.mark.anyio
@@ -167,21 +168,6 @@ class TestStoreThatStopsAnswering:
         latest = await log.latest_checkpoint(SessionRef(log, "ops", "tester", "stuck").key)
         assert latest is not None and isinstance(latest.payload, Checkpoint)
         assert StopReason.CONTEXT_CANCELLED.value == latest.payload.stop_reason
-
-
-async def wait_blocked_by(dsn: str, blocker: int) -> None:
-    """Return once some backend waits for a lock that backend ``blocker`` holds."""
-    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as look:
-        with anyio.fail_after(30):
-            while True:
-                cur = await look.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))",
-                    (blocker,),
-                )
-                row = await cur.fetchone()
-                if row is not None and row[0]:
-                    return
-                await anyio.sleep(0.01)
 
 
 @pytest.mark.postgres

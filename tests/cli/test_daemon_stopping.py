@@ -8,11 +8,14 @@ real time, made short here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import inspect
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import anyio
+import psycopg
 import pytest
 import structlog
 
@@ -22,9 +25,10 @@ from autonomous._cli import _daemon as daemon_module
 from autonomous._cli._common import record_spec
 from autonomous._cli._daemon import Daemon
 from autonomous._cli._spec_reader import load_spec
-from eventlog import EventKind, SessionKey
+from eventlog import EventKind, PostgresEventLog, SessionKey
 from scheduler import FakeClock
 
+from ..support.postgres import wait_blocked_by
 from ..support.stuck_logs import StuckLog
 from .conftest import write_spec
 
@@ -33,6 +37,24 @@ pytestmark = pytest.mark.anyio
 #: Real seconds a shutdown may take beyond its bounds (a machine shared with others).
 SLACK = 1.5
 DEFERRING = '[scheduler]\nkind = "exit"\n'
+
+
+#: A spec that defers once, then (resumed) sleeps thirty seconds in a sync tool.
+NAPPING = """
+name = "nap"
+app = "tests"
+user = "tester"
+model = "scripted:brains:deferring_then_napping"
+goal = "Do the test thing."
+tools = ["brains:nap"]
+[scheduler]
+kind = "exit"
+"""
+
+
+def napping(agent_dir: Path) -> bool:
+    """Whether the nap tool has begun in ``agent_dir`` (the working directory)."""
+    return any(agent_dir.glob("napping.*"))
 
 
 class Stopping:
@@ -93,10 +115,11 @@ class Stopping:
         return [fields for event, fields in self.reports if event == name]
 
 
-async def until(condition: Any) -> None:
+async def until(condition: Callable[[], Awaitable[bool] | bool]) -> None:
     """Wait (ten real seconds at most) until ``condition()`` holds."""
     for _ in range(1000):
-        if await condition():
+        value = condition()
+        if await value if inspect.isawaitable(value) else value:
             return
         await anyio.sleep(0.01)
     raise AssertionError("the condition never held")
@@ -146,3 +169,60 @@ class TestShutdownOnAStoreThatStopsAnswering:
             line["event"] for line in logs if line["event"] == "final_checkpoint_not_written"
         ]
         assert [] == stopping.events("handed_back")
+
+
+@pytest.mark.postgres
+class TestShutdownWithTheSessionRowLocked:
+    """PostgreSQL, a running session's row locked by another transaction: the daemon's
+    batched renewal, the run's last writes and the hand-back all wait for it."""
+
+    async def test_the_shutdown_returns_within_its_bounds(
+        self, in_process: Path, pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """SIGTERM (the daemon's cancellation) while its run sleeps in a tool and the batched
+        renewal in flight waits for the row: the daemon returns within the run's last writes
+        and the hand-back (0.5 s each here) and a little, not when the lock goes (the store's
+        own timeout is 10 s)."""
+        bound = 0.5
+        monkeypatch.setattr(run_module, "_FINAL_WRITE_TIMEOUT", bound)
+        monkeypatch.setattr(daemon_module, "_CALL_TIMEOUT", bound)
+        monkeypatch.setattr(daemon_module, "_HAND_BACK_TIMEOUT", bound)
+        monkeypatch.chdir(in_process)  # where the tool says it began
+        path = in_process / "nap.toml"
+        path.write_text(NAPPING)
+        spec = load_spec(path)
+        async with PostgresEventLog(pg_dsn) as log:
+            ref = spec.session_ref(log, "p1")
+            await record_spec(log, ref.key, spec, None)
+            await run_autonomous(spec.build_function(ref), spec.goal, **spec.run_options())
+            await anyio.sleep(1.1)  # the session defers itself one second
+            reports: list[str] = []
+            # Renewals every 0.3 s: one waits for the row when the shutdown comes.
+            daemon = Daemon(
+                log,
+                poll=0.2,
+                once=False,
+                crashed=False,
+                report=lambda event, **fields: reports.append(event),
+                lease_ttl=0.9,
+            )
+            scope, ended = anyio.CancelScope(), anyio.Event()
+
+            async def serve() -> None:
+                with scope:
+                    await daemon.serve()
+                ended.set()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(serve)
+                await until(lambda: napping(in_process))
+                async with await psycopg.AsyncConnection.connect(pg_dsn) as blocker:
+                    await blocker.execute("SELECT sid FROM eventlog_sessions FOR UPDATE")
+                    await wait_blocked_by(pg_dsn, blocker.info.backend_pid)
+                    began = time.monotonic()
+                    scope.cancel()
+                    with anyio.move_on_after(2 * bound + SLACK):
+                        await ended.wait()
+                    took = time.monotonic() - began
+                    await blocker.rollback()
+        assert took < 2 * bound + SLACK, (took, reports)
