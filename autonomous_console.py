@@ -14,9 +14,10 @@ def main() -> int:
     """Run the ``autonomous`` command; a package clash is one line on stderr and exit 2."""
     try:
         from autonomous._cli import main as command
+        from autonomous._cli._signals import exit_status
     except ImportError as exc:
         if type(exc).__name__ != "PackageClash":  # any other import error is a real bug
             raise
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    return command()
+    return exit_status(command())  # no thread a stop abandoned holds the exit

@@ -33,6 +33,9 @@ from ._result import StopReason
 #: The events a run obeys: inbox messages and control requests (from any process).
 WATCH_KINDS = (EventKind.INBOX_QUEUED, EventKind.CONTROL)
 _RELEASE_TIMEOUT = 5.0
+#: Seconds one renewal or read of the keeper may take (on the run's clock) unless told: a
+#: call in flight when the run stops must end within the run's last writes' time.
+CALL_TIMEOUT = 5.0
 _log = get_logger("autonomous")
 
 
@@ -133,6 +136,11 @@ class SessionKeeper:
     a remote inject or stop reaches the run at once; ``control_poll`` stays the fallback.
     The run subscribes (:meth:`begin`) before its first read of the log, so that the
     notifications cover whatever that read did not see.
+
+    Each renewal and read of the two tasks is given up after ``call_timeout`` seconds on the
+    run's clock (the next tick tries again; the lease's expiry decides, not one miss): a
+    store that does not answer, or one that answers a cancelled caller before it lets go
+    (PostgreSQL), never holds a stopping run longer than that.
     """
 
     def __init__(
@@ -144,6 +152,7 @@ class SessionKeeper:
         on_lost: Callable[[], None],
         on_event: Callable[[Event], None],
         adopted: AdoptedLease | None = None,
+        call_timeout: float = CALL_TIMEOUT,
     ) -> None:
         self.log = log
         self.key = key
@@ -156,6 +165,7 @@ class SessionKeeper:
         self.written_last = False  # the run's last write has begun: nothing more to obey
         self._on_lost = on_lost
         self._on_event = on_event
+        self._call_timeout = call_timeout
         self._reading = anyio.Lock()  # one read at a time: two would obey an event twice
         self._notified: StoreWatch | None = None
         # When the lease was taken and the watch began: the first renewal and poll are due
@@ -171,7 +181,8 @@ class SessionKeeper:
         except anyio.get_cancelled_exc_class():
             # Cancelled mid-call: our row may have landed. Release by our token, or it would
             # look held until it expires.
-            await self._release(Lease(self.key, holder, utcnow()))
+            with anyio.move_on_after(_RELEASE_TIMEOUT, shield=True):
+                await self._release(Lease(self.key, holder, utcnow()))
             raise
 
     async def begin(self, stack: AsyncExitStack) -> None:
@@ -224,8 +235,10 @@ class SessionKeeper:
             lease = self.lease
             if lease is None:  # dropped with the run's last write
                 return
+            renewed: Lease | None = None
             try:
-                renewed = await self.log.renew_lease(lease, self.opts.lease_ttl)
+                with self.opts.clock.move_on_after(self._call_timeout):
+                    renewed = await self.log.renew_lease(lease, self.opts.lease_ttl)
             except LeaseLost:
                 if self.releasing:  # our own release went first
                     return
@@ -234,9 +247,11 @@ class SessionKeeper:
                 return
             except EventLogError as exc:  # e.g. busy: try again; expiry decides, not one miss
                 _log.warning("lease_renewal_failed", error=type(exc).__name__)
-            else:
-                if self.lease is not None:
-                    self.lease = renewed
+                continue
+            if renewed is None:  # no answer in time: the same, the next tick tries again
+                _log.warning("lease_renewal_failed", error="TimeoutError")
+            elif self.lease is not None:
+                self.lease = renewed
 
     async def watch(self) -> None:
         """Read the log for inbox messages and control requests from other processes every
@@ -262,9 +277,13 @@ class SessionKeeper:
         if self.written_last:
             return
         try:
-            await self.poll()
+            with self.opts.clock.move_on_after(self._call_timeout) as bounded:
+                await self.poll()
         except EventLogError as exc:  # a read can fail for a moment; the next poll retries
             _log.warning("control_poll_failed", error=type(exc).__name__)
+        else:
+            if bounded.cancelled_caught:
+                _log.warning("control_poll_failed", error="TimeoutError")
 
     async def poll(self) -> None:
         """Read the inbox and control events appended since the last read, and obey them.
@@ -334,20 +353,26 @@ class SessionKeeper:
                 adopted.mark_released()
         return seqs
 
+    @property
+    def holding(self) -> bool:
+        """Whether :meth:`release` has a lease of ours to drop."""
+        return self.lease is not None and not self.lost and self.adopted is None
+
     async def release(self) -> None:
-        """Drop our lease row (shielded, bounded); never another holder's, nor a lent one."""
-        if self.lease is None or self.lost or self.adopted is not None:
+        """Drop our lease row; never another holder's, nor a lent one. The caller bounds it
+        (the run: within its last writes' time, shielded)."""
+        if not self.holding:
             self.lease = None
             return
         lease, self.lease = self.lease, None
+        assert lease is not None
         await self._release(lease)
 
     async def _release(self, lease: Lease) -> None:
-        with anyio.move_on_after(_RELEASE_TIMEOUT, shield=True):
-            try:
-                await self.log.release_lease(lease)
-            except EventLogError as exc:  # it expires by itself; never hide the run's own error
-                _log.warning("lease_release_failed", error=type(exc).__name__)
+        try:
+            await self.log.release_lease(lease)
+        except EventLogError as exc:  # it expires by itself; never hide the run's own error
+            _log.warning("lease_release_failed", error=type(exc).__name__)
 
 
 class _Ticker:

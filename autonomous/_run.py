@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import inspect
-import os
-import sys
-from collections.abc import Callable
-from contextlib import AsyncExitStack
+from collections.abc import Callable, Iterator
+from contextlib import AsyncExitStack, contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -49,9 +47,12 @@ from ._results import error_record
 from ._run_state import RunState
 from ._session_state import SessionState, session_state
 from ._summary import compactor_for
-from ._telemetry import Telemetry
+from ._telemetry import auto_telemetry
 from ._tool_table import ToolTable, open_tool_table
 
+#: Seconds (on the run's clock) that the run's last calls to the store share: the inbox's last
+#: read, the final checkpoint and the lease's release. A stop returns within it and a little,
+#: whatever the store does; the keeper's calls in flight are bounded by it too.
 _FINAL_WRITE_TIMEOUT = 5.0
 #: The prices of a model nobody priced: all zero (frozen, so runs share it).
 _NO_PRICING = Pricing()
@@ -86,7 +87,7 @@ class Run:
         self.observer = Observer.for_run(
             progress=opts.progress,
             supervised=opts.supervisor is not None,
-            telemetry=opts.telemetry or _auto_telemetry(),
+            telemetry=opts.telemetry or auto_telemetry(),
         )
         self.controls = RunControls(Inbox(), self.observer)
         self.result: RunResult | None = None
@@ -96,6 +97,7 @@ class Run:
         self._session: SessionState | None = None  # read once, under the lease, to resume
         self._control: ControlTools | None = None
         self._final_written = False
+        self._last_by: float | None = None  # when the last writes' time is up (run's clock)
         self._started = 0.0
         self._resources = AsyncExitStack()
         self._tools: ToolTable | None = None
@@ -144,7 +146,7 @@ class Run:
             raise
         finally:
             if self._keeper is not None:
-                await self._keeper.release()
+                await self._release()
             self.observer.close()
             controls.end()
 
@@ -166,7 +168,9 @@ class Run:
             self._refuse_unpriced_cap(agent)
             if agent.session is not None:
                 await refuse_started(conv.log, conv.key)
-        self._tools = await open_tool_table(agent, self._resources, self.log)
+        self._tools = await open_tool_table(
+            agent, self._resources, self.log, clock=self.opts.clock, time_left=self.wallclock_left
+        )
         if self._keeper is None and conv.log.durable:
             key = conv.key
             await self._hold(SessionRef(conv.log, key.app, key.user, key.session_id))
@@ -250,6 +254,16 @@ class Run:
             keeper.start(tg)
             try:
                 result = await run_loop(deps, self.state, agent)
+            except anyio.get_cancelled_exc_class():
+                # A stop, the caller's cancellation or a lost lease: the last writes go now,
+                # while the keeper's tasks end (a renewal in flight must not hold them up).
+                tg.cancel_scope.cancel()
+                lost = keeper.lost
+                with anyio.CancelScope(shield=True):
+                    await self._exit(
+                        StopReason.LEASE_LOST if lost else StopReason.CONTEXT_CANCELLED
+                    )
+                raise
             except Exception as exc:  # re-raised below as itself, not as an exception group
                 failure = exc
             finally:
@@ -285,6 +299,7 @@ class Run:
             on_lost=self.lease_lost,
             on_event=self.controls.apply_remote,
             adopted=self.adopted,
+            call_timeout=_FINAL_WRITE_TIMEOUT,  # none in flight outlasts the last writes
         )
         await self._keeper.begin(self._resources)
 
@@ -415,18 +430,60 @@ class Run:
     async def poll_inbox(self) -> None:
         """Read the inbox and control events other processes appended since the log watch
         last looked: a run about to end learns of every message acknowledged so far."""
+        with anyio.move_on_after(_FINAL_WRITE_TIMEOUT, shield=True):
+            await self._read_inbox()
+
+    async def _read_inbox(self) -> None:
+        """:meth:`poll_inbox`, bounded by the caller."""
         keeper = self._keeper
         if keeper is None or keeper.lost or keeper.lease is None:
             return
-        with anyio.move_on_after(_FINAL_WRITE_TIMEOUT, shield=True):
-            try:
-                await keeper.poll()
-            except EventLogError as exc:  # the checkpoint's horizon still covers them
-                self.log.warning("inbox_poll_failed", error=type(exc).__name__)
+        try:
+            await keeper.poll()
+        except EventLogError as exc:  # the checkpoint's horizon still covers them
+            self.log.warning("inbox_poll_failed", error=type(exc).__name__)
+
+    @contextmanager
+    def _last_writes(self) -> Iterator[anyio.CancelScope]:
+        """A shielded scope for one of the run's last calls to the store, cancelled when the
+        time they share is up: ``_FINAL_WRITE_TIMEOUT`` on the run's clock from the first.
+
+        Shared, not one each: the inbox's last read, the final checkpoint and the release
+        would otherwise add up their bounds against a store that does not answer. A store
+        that honours a deadline (PostgreSQL, which otherwise answers a cancelled caller
+        first) ends its statement then too.
+        """
+        with self.opts.clock.move_on_after(self._time_left()) as scope:
+            scope.shield = True
+            yield scope
+
+    def _time_left(self) -> float:
+        """Seconds left of the last writes' time (starting it now if it has not begun)."""
+        clock = self.opts.clock
+        if self._last_by is None:
+            self._last_by = clock.monotonic() + _FINAL_WRITE_TIMEOUT
+        return max(self._last_by - clock.monotonic(), 0.0)
+
+    async def _release(self) -> None:
+        """Drop the lease the run still holds (its last write did not take it along), within
+        the last writes' time; one that is up leaves the lease to expire."""
+        keeper = self._keeper
+        if keeper is None or not keeper.holding:
+            return
+        if not self._time_left():
+            self.log.warning("lease_left_to_expire", lease_ttl=self.opts.lease_ttl)
+            return
+        with self._last_writes():
+            await keeper.release()
 
     def elapsed(self) -> float:
         """Seconds since this process started the run."""
         return self.opts.clock.monotonic() - self._started
+
+    def wallclock_left(self) -> float | None:
+        """Seconds left of ``max_wallclock`` (None: no such budget)."""
+        cap = self.opts.max_wallclock
+        return cap - self.elapsed() if cap else None
 
     def _fenced_out(self) -> None:
         """The store refused one of our appends: the session is another holder's now."""
@@ -498,7 +555,8 @@ class Run:
             state.error = error_record(error)
         lost = reason is StopReason.LEASE_LOST  # the session is no longer ours to read or write
         if not lost:
-            await self.poll_inbox()  # what came since the last poll is reported, not dropped
+            with self._last_writes():  # what came since the last poll is reported, not dropped
+                await self._read_inbox()
         pending = tuple(m.text for m in self.controls.inbox.snapshot())
         session_id = self.key.session_id if self.key is not None else ""
         self._finish(
@@ -529,13 +587,28 @@ class Run:
         # conversation the provider accepts. A sleep's wake time is kept: a resume waits out
         # the rest of it.
         self.conv.answer_open_calls(INTERRUPTED, self.state.tally.totals.turns)
+        missing = "TimeoutError"  # why it is missing, unless written
         try:
-            with anyio.move_on_after(_FINAL_WRITE_TIMEOUT, shield=True):
-                await self._checkpoint(reason, next_wake_at=self.state.next_wake_at, last=True)
+            if self._time_left():
+                with self._last_writes() as scope:
+                    await self._checkpoint(reason, next_wake_at=self.state.next_wake_at, last=True)
+                if not scope.cancelled_caught:
+                    return reason
         except LeaseLost:  # nothing of ours was written: the run ends as lease_lost
             self._fenced_out()
             self.result = attrs.evolve(self.result, reason=StopReason.LEASE_LOST, error=None)
             return StopReason.LEASE_LOST
+        except EventLogError as exc:
+            if reason is not StopReason.CONTEXT_CANCELLED:
+                raise  # the log cannot record how the run ended: the run fails
+            missing = type(exc).__name__  # a stop is a stop, recorded or not
+        # A resume goes on from the checkpoint before (the turns since are in the log).
+        self.log.error(
+            "final_checkpoint_not_written",
+            reason=reason.value,
+            error=missing,
+            timeout=_FINAL_WRITE_TIMEOUT,
+        )
         return reason
 
 
@@ -552,28 +625,3 @@ async def refuse_started(log: EventLog, key: SessionKey) -> None:
             f"session {key} already exists: continue it with "
             "resume_autonomous(build, ref, ...), or start a new session_id"
         )
-
-
-def _auto_telemetry() -> Telemetry:
-    """OpenTelemetry when the API is installed and an SDK provider is configured; else off.
-
-    With only the API installed every span would go to a no-op provider at a real cost per
-    call, so the runtime stays off until a program configures a provider. A program sets one
-    through ``opentelemetry.trace`` or names one in the environment (loaded by the look below),
-    so while neither is the case a run neither imports nor asks anything.
-    """
-    if "opentelemetry.trace" not in sys.modules and _PROVIDER_VARIABLE not in os.environ:
-        return _NO_TELEMETRY
-    try:
-        from opentelemetry import trace
-    except ImportError:
-        return _NO_TELEMETRY
-    provider = trace.get_tracer_provider()
-    if type(provider).__name__ in ("ProxyTracerProvider", "NoOpTracerProvider"):
-        return _NO_TELEMETRY
-    return Telemetry.create()
-
-
-_NO_TELEMETRY = Telemetry.disabled()
-#: opentelemetry's OTEL_PYTHON_TRACER_PROVIDER: a provider for get_tracer_provider() to load.
-_PROVIDER_VARIABLE = "OTEL_PYTHON_TRACER_PROVIDER"

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -55,7 +56,14 @@ if TYPE_CHECKING:
 
     from ._model import Message, Model, ModelResponse
 
-__all__ = ["CONTENT_VARIABLE", "ChatSpan", "Telemetry", "provider_name", "trace_context"]
+__all__ = [
+    "CONTENT_VARIABLE",
+    "ChatSpan",
+    "Telemetry",
+    "auto_telemetry",
+    "provider_name",
+    "trace_context",
+]
 
 _NAME = "autonomous"
 #: The conventions' switch for content capture (``true`` turns it on).
@@ -88,6 +96,16 @@ _PROVIDERS = {
 #: The conventions' advised bucket boundaries (ExplicitBucketBoundaries).
 _TOKEN_BUCKETS = [4**n for n in range(14)]
 _DURATION_BUCKETS = [0.01 * 2**n for n in range(14)]
+
+
+#: opentelemetry's OTEL_PYTHON_TRACER_PROVIDER: a provider for get_tracer_provider() to load.
+_PROVIDER_VARIABLE = "OTEL_PYTHON_TRACER_PROVIDER"
+#: The API's modules a program imports to set a provider (auto_telemetry looks only then).
+_OTEL_LOADED = frozenset({"opentelemetry.trace", "opentelemetry.metrics"})
+#: The API's providers before a program configures one, and its no-op ones.
+_UNCONFIGURED = frozenset(
+    {"ProxyTracerProvider", "NoOpTracerProvider", "_ProxyMeterProvider", "NoOpMeterProvider"}
+)
 
 
 def provider_name(model: Model) -> str:
@@ -415,6 +433,31 @@ class Telemetry:
         """One more run ended with ``reason``."""
         if self._instruments is not None:
             self._instruments.stops.add(1, {"reason": str(reason)})
+
+
+_NO_TELEMETRY = Telemetry.disabled()
+
+
+def auto_telemetry() -> Telemetry:
+    """Instruments when the API is installed and a program configured an SDK provider (a
+    tracer's, or a meter's); else off.
+
+    With only the API installed every span would go to a no-op provider at a real cost per
+    call, so the runtime stays off until a program configures a provider. A program sets one
+    through ``opentelemetry.trace`` or ``opentelemetry.metrics`` (the ``autonomous`` command
+    does, from the ``OTEL_*`` variables), or names a tracer provider in the environment (loaded
+    by the look below), so while none is the case a run neither imports nor asks anything.
+    """
+    if not _OTEL_LOADED & sys.modules.keys() and _PROVIDER_VARIABLE not in os.environ:
+        return _NO_TELEMETRY
+    try:
+        from opentelemetry import metrics, trace
+    except ImportError:
+        return _NO_TELEMETRY
+    providers = (trace.get_tracer_provider(), metrics.get_meter_provider())
+    if all(type(p).__name__ in _UNCONFIGURED for p in providers):
+        return _NO_TELEMETRY
+    return Telemetry.create()
 
 
 def trace_context() -> dict[str, str]:

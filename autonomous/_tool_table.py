@@ -3,10 +3,13 @@ turn runner reads its tools from, and the one place a run opens it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Protocol
 
 from structlog.typing import FilteringBoundLogger
+
+from scheduler import Clock
 
 from ._tools import Tool
 
@@ -31,10 +34,17 @@ class ToolTable(Protocol):
 
 
 async def open_tool_table(
-    agent: Agent, stack: AsyncExitStack, log: FilteringBoundLogger
+    agent: Agent,
+    stack: AsyncExitStack,
+    log: FilteringBoundLogger,
+    *,
+    clock: Clock | None = None,
+    time_left: Callable[[], float | None] = lambda: None,
 ) -> ToolTable | None:
     """Connect the agent's MCP servers, owned by ``stack`` (closed when the run ends); None
-    for an agent without any.
+    for an agent without any. Each server's start is bounded on ``clock`` (the run's) by its
+    ``connect_timeout``, or by ``time_left()`` (what the run's wall-clock budget leaves;
+    None: no budget) when that is less.
 
     Raises:
         MCPServerError: a server that cannot be started or does not answer, by name.
@@ -43,6 +53,5 @@ async def open_tool_table(
         return None
     from .mcp._table import MCPToolTable
 
-    return await stack.enter_async_context(
-        MCPToolTable(agent.mcp_servers, agent.tools, log).connected()
-    )
+    table = MCPToolTable(agent.mcp_servers, agent.tools, log, clock=clock, time_left=time_left)
+    return await stack.enter_async_context(table.connected())

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import functools
 import inspect
 import json
 import re
+import threading
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any, overload
+from typing import Any, TypeVar, cast, overload
 
-import anyio.to_thread
+import anyio
 import attrs
 import cattrs
 
@@ -29,6 +31,7 @@ from autonomous._schema import (
 from autonomous._text import cleaned
 
 _NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+T = TypeVar("T")
 
 #: Converts JSON arguments into Enum members, attrs instances, tuples and sets for function tools.
 _CONVERTER = cattrs.Converter(use_alias=True, forbid_extra_keys=True)
@@ -473,9 +476,7 @@ def _caller(fn: Callable[..., Any], *, in_thread: bool) -> Callable[..., Awaitab
         if is_async:
             return await fn(**kwargs)
         if in_thread:
-            result = await anyio.to_thread.run_sync(
-                functools.partial(fn, **kwargs), abandon_on_cancel=True
-            )
+            result = await _in_daemon_thread(functools.partial(fn, **kwargs))
         else:
             result = fn(**kwargs)
         if inspect.isawaitable(result):  # a sync wrapper around a coroutine function
@@ -483,6 +484,40 @@ def _caller(fn: Callable[..., Any], *, in_thread: bool) -> Callable[..., Awaitab
         return result
 
     return call
+
+
+async def _in_daemon_thread(fn: Callable[[], T]) -> T:
+    """``fn()`` in a daemon thread of its own, its result or exception returned here; a
+    cancellation abandons it at once (a thread cannot be killed), and it goes on alone.
+
+    Not anyio's worker threads: those are not daemons, so the interpreter's exit waits for
+    every call still running in one, and a stopped run's process would hang on until its
+    abandoned tool returned (up to ``tool_timeout`` and past it: a daemon that handed its
+    sessions back in a moment exited 30 s later). A daemon thread does not hold the exit. A
+    thread per call costs tens of microseconds, nothing beside a call worth a thread. The
+    call's context variables (the tool call's idempotency key) go with it, as with anyio.
+    """
+    loop = asyncio.get_running_loop()
+    context = contextvars.copy_context()
+    done = anyio.Event()
+    outcome: list[tuple[bool, Any]] = []
+
+    def work() -> None:
+        try:
+            outcome.append((True, context.run(fn)))
+        except BaseException as exc:  # handed to the caller (anyio's threads do the same)
+            outcome.append((False, exc))
+        # The one hand-off back: a callback that only sets an event. A loop that closed
+        # meanwhile has nobody waiting: the result goes nowhere.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(done.set)
+
+    threading.Thread(target=work, name="autonomous tool", daemon=True).start()
+    await done.wait()
+    ok, value = outcome.pop()
+    if ok:
+        return cast(T, value)
+    raise value
 
 
 def _key_default(fn: Callable[..., Any]) -> Any:

@@ -252,15 +252,15 @@ class Database:
         psycopg would cancel the query on the server, and anyio, cancelling again while it
         does, would make it close the connection: a new one to open for every such cancel.
         One scope, shielded and with the timeout as its deadline, covers the block and the
-        connection's return (a scope costs a tenth of a short statement's client time).
+        connection's return (a scope costs a tenth of a short statement's client time). A
+        deadline of the caller's that comes sooner is kept (:meth:`_deadline`).
         """
         pool = self._pool
         if pool is None or self.closed:
             pool = await self.connect(action)
         try:
             conn = await _lend(pool)
-            deadline = anyio.current_time() + self.timeout
-            with anyio.CancelScope(deadline=deadline, shield=True) as bounded:
+            with anyio.CancelScope(deadline=self._deadline(), shield=True) as bounded:
                 try:
                     yield conn
                 finally:
@@ -269,6 +269,18 @@ class Database:
             raise self.unavailable(action, exc) from exc
         if bounded.cancelled_caught:
             raise self.unavailable(action, TimeoutError("no answer within the timeout"))
+
+    def _deadline(self) -> float:
+        """When the statement about to be sent must be answered: ``timeout`` from now, or
+        sooner when the caller set a deadline (a run's bounded last write, a stop's): the
+        shield keeps a cancellation out, and it must not keep the caller past its own time.
+
+        A caller already cancelled (its effective deadline is minus infinity) is answered
+        first, as every cancelled caller is.
+        """
+        own = anyio.current_time() + self.timeout
+        caller = anyio.current_effective_deadline()
+        return own if caller == -math.inf else min(own, caller)
 
     async def all(self, action: Action, query: str, params: Params) -> list[Row]:
         """The rows of one statement (none for a statement without a result), on a pooled
@@ -280,8 +292,7 @@ class Database:
         rows: list[Row] = []
         try:
             conn = await _lend(pool)
-            deadline = anyio.current_time() + self.timeout
-            with anyio.CancelScope(deadline=deadline, shield=True) as bounded:
+            with anyio.CancelScope(deadline=self._deadline(), shield=True) as bounded:
                 try:
                     cur = conn.kept_cursor()
                     await cur.execute(query, params)

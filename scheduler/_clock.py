@@ -24,7 +24,8 @@ class Clock(Protocol):
         ...
 
     async def sleep_until(self, when: datetime) -> None:
-        """Return once ``now() >= when`` (at once when it already is)."""
+        """Return once ``now() >= when`` (at once when it already is); always a cancellation
+        point, so that a loop of sleeps can be cancelled however late it runs."""
         ...
 
     def move_on_after(self, seconds: float | None) -> AbstractContextManager[anyio.CancelScope]:
@@ -45,10 +46,13 @@ class SystemClock:
         return time.monotonic()
 
     async def sleep_until(self, when: datetime) -> None:
-        """Sleep (cancellably) until ``when``."""
-        delay = (when - self.now()).total_seconds()
-        if delay > 0:
-            await anyio.sleep(delay)
+        """Sleep (cancellably) until ``when``; a cancellation point even when it is due.
+
+        A loop of sleeps that are already due (a renewal that took longer than its period)
+        must still let a cancellation in, or it could never be stopped: ``anyio.sleep(0)``
+        is a checkpoint.
+        """
+        await anyio.sleep(max((when - self.now()).total_seconds(), 0.0))
 
     def move_on_after(self, seconds: float | None) -> AbstractContextManager[anyio.CancelScope]:
         """:func:`anyio.move_on_after` itself."""

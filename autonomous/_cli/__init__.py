@@ -8,7 +8,9 @@ Map:
     _durations.py  durations as people write them (30m, 1h)
     _common.py     the log, session names, the spec note, JSON output
     _decimals.py   numbers as shown: costs without float noise, floats positional
-    _signals.py    SIGINT and SIGTERM: the first stops the work cleanly, later ones wait for that
+    _signals.py    SIGINT and SIGTERM: the first stops the work cleanly, later ones wait for that;
+                   the process's exit, which no abandoned thread holds up
+    _otel.py       OpenTelemetry for run, resume and daemon, from the OTEL_* variables
     _output.py     standard output and error that survive a reader going away (ls | head)
     _run.py        run and resume (--spec adopts a spec)
     _budgets.py    the budgets a resume runs under: the session's own

@@ -54,6 +54,7 @@ from eventlog import (
     EventKind,
     EventLog,
     EventLogError,
+    Lease,
     LeaseHolder,
     LeaseLost,
     SessionKey,
@@ -78,7 +79,11 @@ from ._spec import AgentSpec
 from ._spec_cache import SpecCache
 
 _AUTHOR = "autonomous-daemon"
+#: Seconds (on the daemon's clock) that a stopped run's hand-back and lease release share.
 _HAND_BACK_TIMEOUT = 5.0
+#: Seconds (on the daemon's clock) a claim or a batched renewal may take: one in flight when
+#: a shutdown comes never holds it longer (the next poll or beat tries again).
+_CALL_TIMEOUT = 5.0
 #: How many sessions run at once unless ``--max-concurrent`` says otherwise.
 DEFAULT_MAX_CONCURRENT = 4
 #: The daemon's leases last this long (seconds) unless ``--lease-ttl`` says otherwise.
@@ -247,10 +252,17 @@ class Daemon:
 
     async def _claim_due(self, now: datetime, limit: int) -> list[Claim]:
         """The store's claim, shielded so that its result is known: on a shutdown meanwhile,
-        what it took is released at once rather than left to expire."""
-        with anyio.CancelScope(shield=True):
+        what it took is released at once rather than left to expire. A claim the store does
+        not answer within ``_CALL_TIMEOUT`` is :class:`StoreUnavailable` (what it may have
+        taken expires): a shutdown waits for it no longer."""
+        claims: list[Claim] | None = None
+        with anyio.CancelScope(shield=True), self._clock.move_on_after(_CALL_TIMEOUT):
             claims = await self._log.claim_due(
                 now, self._holder, self._ttl, limit=limit, interrupted=self._crashed
+            )
+        if claims is None:
+            raise StoreUnavailable(
+                f"no answer to a claim within {_CALL_TIMEOUT:g} s", transient=True
             )
         try:
             await anyio.lowlevel.checkpoint()
@@ -315,10 +327,16 @@ class Daemon:
             held = {key: lent for key, lent in self._held.items() if not lent.released}
             if not held:
                 continue
-            try:
-                renewed = await self._log.renew_leases([a.lease for a in held.values()], self._ttl)
+            leases = [a.lease for a in held.values()]
+            renewed: list[Lease] | None = None
+            try:  # bounded: a renewal in flight must not hold a shutdown
+                with self._clock.move_on_after(_CALL_TIMEOUT):
+                    renewed = await self._log.renew_leases(leases, self._ttl)
             except EventLogError as exc:  # busy, say: the next beat tries again; expiry decides
                 _log.warning("lease_renewal_failed", error=type(exc).__name__)
+                continue
+            if renewed is None:  # no answer in time: the same
+                _log.warning("lease_renewal_failed", error="TimeoutError")
                 continue
             by_key = {lease.key: lease for lease in renewed}
             for key, adopted in held.items():
@@ -335,13 +353,15 @@ class Daemon:
         self._report("resuming", session=str(key), due=wake.isoformat() if wake else None)
         retry: float | None = None
         note_seq = 0  # a failure to read it fails the resume, tried again once it reads
+        by: float | None = None  # when a shutdown's hand-back and release must be done
         try:
             try:
                 # before the spec is read: a spec adopted after this read is tried again
                 note_seq = await self._note_seq(key)
                 spec, result = await self._run(summary, adopted)
             except anyio.get_cancelled_exc_class():
-                with anyio.CancelScope(shield=True), anyio.move_on_after(_HAND_BACK_TIMEOUT):
+                by = self._clock.monotonic() + _HAND_BACK_TIMEOUT
+                with anyio.CancelScope(shield=True), self._within(by):
                     await self._hand_back(summary, adopted)
                 raise
             except Exception as exc:
@@ -350,7 +370,7 @@ class Daemon:
                 retry = self._mark_failed(summary, exc, note_seq)
                 raise
             finally:
-                await self._release(key, adopted)  # at once: the hook may take a while
+                await self._release(key, adopted, by=by)  # at once: the hook may take a while
         except anyio.get_cancelled_exc_class():
             raise
         except Exception as exc:  # a bad session must not bring the daemon down
@@ -382,20 +402,29 @@ class Daemon:
         self._failed[key] = _Failed(summary.checkpoint_seq, note_seq)
         return None
 
-    async def _release(self, key: SessionKey, adopted: AdoptedLease) -> None:
+    async def _release(
+        self, key: SessionKey, adopted: AdoptedLease, *, by: float | None = None
+    ) -> None:
         """Stop holding a session: off the heartbeat, its slot free (the claims are woken at
         once, before the release's own notification could wake them: one wake, not two), and
-        its lease released (unless lost)."""
+        its lease released (unless lost), within ``_HAND_BACK_TIMEOUT`` or by ``by`` (the
+        clock's monotonic time a shutdown's hand-back shares with it)."""
         if self._held.get(key) is adopted:
             del self._held[key]
             self._freed.set()
         if adopted.lost or adopted.released:
             return
-        with anyio.CancelScope(shield=True), anyio.move_on_after(_HAND_BACK_TIMEOUT):
+        if by is None:
+            by = self._clock.monotonic() + _HAND_BACK_TIMEOUT
+        with anyio.CancelScope(shield=True), self._within(by):
             try:
                 await self._log.release_lease(adopted.lease)
             except EventLogError as exc:  # it expires by itself
                 _log.warning("lease_release_failed", error=type(exc).__name__)
+
+    def _within(self, by: float) -> contextlib.AbstractContextManager[anyio.CancelScope]:
+        """A scope cancelled at ``by`` (the clock's monotonic time), at once when it passed."""
+        return self._clock.move_on_after(max(by - self._clock.monotonic(), 0.0))
 
     async def _finished(self, key: SessionKey, spec: AgentSpec, result: RunResult) -> None:
         """Report a run that returned (``failed``, with its error, when the retry policy gave

@@ -24,6 +24,7 @@ from ._daemon_command import add_daemon_options, cmd_daemon
 from ._exits import Exit, for_signal, help_text
 from ._inspect import cmd_control, cmd_inject
 from ._ls import add_ls_options, cmd_ls
+from ._otel import configure_from_environment
 from ._output import pipe_safe_output
 from ._prune import add_prune, cmd_prune
 from ._run import add_budget_overrides, cmd_resume, cmd_run
@@ -260,6 +261,21 @@ COMMANDS: dict[str, Command] = {
 }
 
 
+#: The commands that run agents: OpenTelemetry is set up for them from the environment.
+RUNS_AGENTS = frozenset({"run", "resume", "daemon"})
+
+
+def _traced(command: Command) -> Command:
+    """``command``, after OpenTelemetry's set-up from the ``OTEL_*`` variables (see
+    :mod:`._otel`; a bad one is the command's usage error)."""
+
+    async def traced(args: argparse.Namespace) -> int:
+        configure_from_environment()
+        return await command(args)
+
+    return traced
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The console script: parse, set up logging, run the command; returns the exit status.
 
@@ -275,6 +291,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.utc = getattr(args, "utc", False)
         configure_logging(args.verbose, args.json)
         command = COMMANDS[args.command]
+        if args.command in RUNS_AGENTS:
+            command = _traced(command)
         code = _run_command(shutdown, functools.partial(command, args))
         if code is None:  # the first signal cancelled a command that does no run
             return for_signal(shutdown.signum or signal.SIGINT)

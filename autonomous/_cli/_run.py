@@ -12,12 +12,14 @@ from contextlib import nullcontext
 from datetime import datetime
 from typing import Any
 
+import anyio
 import attrs
 
 from eventlog import (
     Budgets,
     Checkpoint,
     EventLog,
+    EventLogError,
     SessionKey,
     SessionLocked,
     SessionRef,
@@ -54,6 +56,9 @@ from ._status import PlainProgress, progress_for
 from ._times import show_wake
 from ._validate import unpriced_cap, validated_spec
 from ._view import ended_text
+
+#: Seconds the store has to answer the read of the summary printed after a signal.
+_SUMMARY_TIMEOUT = 2.0
 
 
 def add_budget_overrides(parser: argparse.ArgumentParser) -> None:
@@ -233,8 +238,7 @@ async def _finish(
 ) -> int:
     """Report the run's end (from its result, or its last checkpoint after a signal); run the
     spec's on_exit hook when the run returned (its failure is a warning, never the status)."""
-    latest = await log.latest_checkpoint(key)
-    cp = latest.payload if latest is not None else None
+    cp = await _latest(log, key, interrupted=signum is not None)
     own = cp if isinstance(cp, Checkpoint) else None
     summary = (
         result_summary(key, result, own) if result is not None else checkpoint_summary(key, cp)
@@ -249,6 +253,29 @@ async def _finish(
     if signum is not None:
         return for_signal(signum)
     return for_reason(summary["reason"])
+
+
+async def _latest(log: EventLog, key: SessionKey, *, interrupted: bool) -> Any:
+    """The payload of the session's latest checkpoint (None when it has none). After a signal
+    the store has ``_SUMMARY_TIMEOUT`` seconds to answer, as the stop had a bound: a store that
+    does not answer makes the summary incomplete (said on standard error), never the exit late
+    or its status another."""
+    if not interrupted:
+        latest = await log.latest_checkpoint(key)
+        return latest.payload if latest is not None else None
+    try:
+        with anyio.move_on_after(_SUMMARY_TIMEOUT):
+            latest = await log.latest_checkpoint(key)
+            return latest.payload if latest is not None else None
+    except EventLogError:  # PostgreSQL keeps the deadline and says so
+        pass
+    print(
+        f"warning: the event log did not answer within {_SUMMARY_TIMEOUT:g} s:"
+        " the summary is incomplete",
+        file=sys.stderr,
+        flush=True,
+    )
+    return None
 
 
 def result_summary(

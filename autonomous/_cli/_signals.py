@@ -1,12 +1,17 @@
 """SIGINT and SIGTERM for the CLI's commands: the first one stops the work cleanly (a run writes
 its final checkpoint), every later one waits for that, so a double Ctrl-C, ``timeout`` or systemd
-signalling the process group never kills a run halfway through its shutdown."""
+signalling the process group never kills a run halfway through its shutdown; and the process's
+exit once the command is done (:func:`exit_status`), which no abandoned thread may hold up."""
 
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
+import os
 import signal
 import sys
+import threading
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -113,3 +118,39 @@ def handling_signals(*, restore: bool) -> Iterator[Shutdown]:
 async def until_signal(work: Callable[[], Awaitable[T]]) -> tuple[T | None, int | None]:
     """:meth:`Shutdown.until_signal` of the command in progress."""
     return await _current.get().until_signal(work)
+
+
+def exit_status(code: int) -> int:
+    """The process's exit, once the command returned ``code``: that status for ``sys.exit``,
+    or, when threads that are not daemons still run, an exit right now with it.
+
+    The command has returned, so everything durable is done: each run wrote its final
+    checkpoint (or said it could not), a daemon handed its sessions back, and every store was
+    closed when its ``async with`` block ended. What may still run is work a stop abandoned
+    in a thread, which cannot be cancelled: a tool that offloaded a blocking call to anyio's
+    worker threads (they are not daemons), a prompt waiting for a line on the terminal, an
+    import of litellm. Python's own exit joins every such thread first, so the process
+    would hang on for as long as the abandoned call runs (a tool's ``tool_timeout`` is five
+    minutes by default; systemd kills a unit that takes longer than 90 s to stop and marks it
+    failed). Nothing is lost by not waiting: the command no longer reads what they return.
+
+    So in that case the exit is ``os._exit``, after what an exit would do before it: the
+    ``atexit`` functions (OpenTelemetry's span export, logging's flush, ...) and the flush
+    of standard output and error. Without such threads it is the ordinary exit.
+    """
+    if not _held_by_threads():
+        return code
+    try:
+        atexit._run_exitfuncs()  # what Python's exit runs, bar joining the threads
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            # closed, or its reader went away: there is nothing more to do with it
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        os._exit(code)
+
+
+def _held_by_threads() -> bool:
+    """Whether a thread that is not a daemon (nor the main thread) still runs."""
+    main = threading.main_thread()
+    return any(t is not main and not t.daemon and t.is_alive() for t in threading.enumerate())

@@ -49,6 +49,7 @@ modules named by tool and model references) is taken relative to that directory:
     name = "tickets"
     url = "https://mcp.example.org/mcp"     # streamable HTTP
     headers = { X-Team = "ops" }
+    connect_timeout = "1m"                  # to start and list its tools (default 30 s)
 
 This module holds the value, :class:`AgentSpec`, and the :class:`Problem` findings;
 :mod:`._spec_reader` reads a file into one (:func:`~._spec_reader.load_spec`: a
@@ -124,6 +125,8 @@ class MCPEntry:
     cwd: str | None = None
     url: str = ""
     headers: dict[str, str] | None = None
+    #: Seconds the server has to start and list its tools (None: the default, 30).
+    connect_timeout: float | None = None
     #: Its place among the file's ``[[mcp]]`` tables (``mcp[i]`` in problems).
     index: int = 0
 
@@ -148,14 +151,16 @@ class MCPEntry:
             from ..mcp import MCPServer
         except ImportError as exc:
             raise ConfigurationError(str(exc)) from None
+        timeout = {} if self.connect_timeout is None else {"connect_timeout": self.connect_timeout}
         if self.url:
-            return MCPServer.http(self.url, headers=self.headers, name=self.name)
+            return MCPServer.http(self.url, headers=self.headers, name=self.name, **timeout)
         return MCPServer.stdio(
             self.command_path(base_dir),
             self.args,
             env=self.env,
             cwd=self.folder(base_dir),
             name=self.name,
+            **timeout,
         )
 
 

@@ -69,7 +69,8 @@ _RETRY = {"attempts": "count", "base": "seconds", "cap": "seconds", "jitter": "b
           "max_retry_after": "seconds"}  # fmt: skip
 _RULE_TABLE = ("tool", "admin_only", "labels", "identities")
 _MCP_TABLE = {"name": "text", "command": "text", "args": "strings", "env": "table",
-              "cwd": "text", "url": "text", "headers": "table"}  # fmt: skip
+              "cwd": "text", "url": "text", "headers": "table",
+              "connect_timeout": "seconds"}  # fmt: skip
 _MCP_NAME = re.compile(r"[a-zA-Z0-9_-]{1,40}")
 _SCHEDULERS = ("sleep", "exit")
 _KINDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
@@ -268,6 +269,9 @@ def _mcp(data: Any, r: _Reader) -> tuple[MCPEntry, ...]:
             if not all(isinstance(v, str) for v in values.values()):
                 r.error(f"{key}.{mapping}", "values must be strings")
                 found[mapping] = None
+        if found["connect_timeout"] == 0:  # a start no server could make
+            r.error(f"{key}.connect_timeout", "must be more than 0 seconds")
+            found["connect_timeout"] = None
         name = found.pop("name")
         if name is None and "name" not in table:
             r.error(key, "missing name = '...': it names the server in errors and logs")

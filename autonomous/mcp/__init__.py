@@ -2,19 +2,20 @@
 
 Needs the ``[mcp]`` extra (the official ``mcp`` SDK): ``pip install 'bounded-autonomous[mcp]'``.
 
-A run connects its agent's servers when it starts (a server that cannot start fails the start
-with :class:`MCPServerError`, by name), lists their tools and offers them to the model as
-ordinary tools, under their own names, or ``{server}__{tool}`` when a name is taken (by a tool
-of the agent or of another server). Each call goes the way of any tool call: the permission
-gate (``readOnlyHint`` makes a tool read-only, which ``Mode.PLAN`` allows; ``destructiveHint``
-is shown to a prompter; rules are tried on every name of the tool, its own, ``{server}__{tool}``
-and the one it is offered under, so ``deny=["delete_*"]`` and ``deny=["disk__*"]`` hold
-whatever a clash renames), the run's ``tool_timeout``, truncation, progress events, the event
-log. Only a tool whose annotations say ``idempotentHint`` is run again on resume after a crash
-cut its call short. A server that says its tool list changed is listed again before the next
-model call; one that went away is started again (once per call); a call it was running is
-answered as interrupted, never sent again. Server stderr goes to the ``autonomous.mcp`` logger
-at debug.
+A run connects its agent's servers when it starts (a server that cannot start, or does not
+answer within its ``connect_timeout`` or what is left of the run's ``max_wallclock``, on the
+run's clock, fails the start with :class:`MCPServerError`, by name), lists their tools and
+offers them to the model as ordinary tools, under their own names, or ``{server}__{tool}`` when
+a name is taken (by a tool of the agent or of another server). Each call goes the way of any
+tool call: the permission gate (``readOnlyHint`` makes a tool read-only, which ``Mode.PLAN``
+allows; ``destructiveHint`` is shown to a prompter; rules are tried on every name of the tool,
+its own, ``{server}__{tool}`` and the one it is offered under, so ``deny=["delete_*"]`` and
+``deny=["disk__*"]`` hold whatever a clash renames), the run's ``tool_timeout``, truncation,
+progress events, the event log. Only a tool whose annotations say ``idempotentHint`` is run
+again on resume after a crash cut its call short. A server that says its tool list changed is
+listed again before the next model call; one that went away is started again (once per call); a
+call it was running is answered as interrupted, never sent again. Server stderr goes to the
+``autonomous.mcp`` logger at debug.
 
 Map:
     _server.py    MCPServer: how to reach one server (stdio command or streamable HTTP URL)

@@ -8,7 +8,6 @@ run's task; when it finds the server gone it asks the keeper to start it again, 
 
 from __future__ import annotations
 
-import math
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, cast
@@ -22,14 +21,14 @@ from mcp.client.session import IncomingMessage
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from structlog.typing import FilteringBoundLogger
 
+from scheduler import Clock, SystemClock
+
 from .._errors import MCPServerError
 from .._results import ToolInterrupted
 from .._telemetry import trace_context
 from ._server import MCPServer
 from ._transport import WatchedStream, connect
 
-#: Seconds a server has to start and list its tools (at the run's start, or started again).
-CONNECT_TIMEOUT = 30.0
 #: Seconds a server has to list its tools again after it said they changed.
 _LIST_TIMEOUT = 30.0
 _MAX_PAGES = 100
@@ -43,11 +42,25 @@ class ServerDown(Exception):
 
 
 class Link:
-    """One server of the run: its tools as last listed, its session (kept by :meth:`keep`)."""
+    """One server of the run: its tools as last listed, its session (kept by :meth:`keep`).
 
-    def __init__(self, server: MCPServer, log: FilteringBoundLogger) -> None:
+    ``clock`` is the run's: a start (or a start again) gets the server's ``connect_timeout``
+    on it, or ``time_left()`` seconds when that says less (what the run's ``max_wallclock``
+    leaves; None: no budget).
+    """
+
+    def __init__(
+        self,
+        server: MCPServer,
+        log: FilteringBoundLogger,
+        *,
+        clock: Clock | None = None,
+        time_left: Callable[[], float | None] = lambda: None,
+    ) -> None:
         self.server = server
         self.log = log
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        self._time_left = time_left
         self.tools: tuple[types.Tool, ...] = ()
         #: The server said its tools changed: list them again before the next model call.
         self.stale = False
@@ -156,31 +169,54 @@ class Link:
     async def _session(self, ready: Callable[[], None]) -> None:
         """Connect, list the tools, listen for list changes (a 2026 connection; older ones
         send notifications), say ``ready``, then serve until a call asks for a restart (kept
-        in ``_asked``)."""
-        with anyio.CancelScope(deadline=anyio.current_time() + CONNECT_TIMEOUT) as scope:
-            client = Client(
-                self._transport(),
-                mode="auto",
-                cache=None,
-                message_handler=self._on_message,
-                client_info=_CLIENT_INFO,
-            )
-            async with client, anyio.create_task_group() as tg:
-                tools = await _list_all(client)
-                if _can_listen(client):
-                    await tg.start(self._listen, client)
-                scope.deadline = math.inf
-                self.tools, self.fresh, self.stale = tools, True, False
-                self._client, self._lost, self._started = client, False, True
-                self._failure = ""
-                ready()
-                try:
-                    self._asked = await self._asks.receive()
-                finally:
-                    self._client = None
-                    tg.cancel_scope.cancel()
+        in ``_asked``). The first three must be done within :meth:`_connect_bound`."""
+        limit, bound = self._connect_bound()
+        connected = anyio.Event()
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as guard:
+                guard.start_soon(self._cut_off, scope, connected, limit)
+                client = Client(
+                    self._transport(),
+                    mode="auto",
+                    cache=None,
+                    message_handler=self._on_message,
+                    client_info=_CLIENT_INFO,
+                )
+                async with client, anyio.create_task_group() as tg:
+                    tools = await _list_all(client)
+                    if _can_listen(client):
+                        await tg.start(self._listen, client)
+                    connected.set()
+                    self.tools, self.fresh, self.stale = tools, True, False
+                    self._client, self._lost, self._started = client, False, True
+                    self._failure = ""
+                    ready()
+                    try:
+                        self._asked = await self._asks.receive()
+                    finally:
+                        self._client = None
+                        tg.cancel_scope.cancel()
         if scope.cancelled_caught:
-            raise TimeoutError(f"it did not answer within {CONNECT_TIMEOUT:g} s")
+            raise TimeoutError(f"it did not answer within {limit:g} s ({bound})")
+
+    def _connect_bound(self) -> tuple[float, str]:
+        """The seconds a start has, and what sets them: the server's ``connect_timeout``, or
+        the run's ``max_wallclock`` when less of it is left."""
+        limit, bound = self.server.connect_timeout, "connect_timeout"
+        left = self._time_left()
+        if left is not None and left < limit:
+            limit, bound = max(left, 0.0), "the run's max_wallclock"
+        return limit, bound
+
+    async def _cut_off(
+        self, session: anyio.CancelScope, connected: anyio.Event, limit: float
+    ) -> None:
+        """Cancel ``session`` unless ``connected`` comes within ``limit`` seconds on the run's
+        clock (a task, not a deadline: the clock may be a test's fake one)."""
+        with self._clock.move_on_after(limit) as waiting:
+            await connected.wait()
+        if waiting.cancelled_caught:
+            session.cancel()
 
     @asynccontextmanager
     async def _transport(self) -> AsyncIterator[tuple[WatchedStream, Any]]:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from pathlib import PurePath
 from types import MappingProxyType
 from typing import Literal
@@ -20,8 +22,29 @@ _UNSAFE = re.compile(r"[^a-zA-Z0-9_-]+")
 _PYTHON = re.compile(r"python[0-9.]*(\.exe)?")
 
 
+#: Seconds a server has to start and list its tools unless ``connect_timeout`` says otherwise.
+DEFAULT_CONNECT_TIMEOUT = 30.0
+
+
 def _frozen_map(value: Mapping[str, str] | None) -> Mapping[str, str] | None:
     return None if value is None else MappingProxyType(dict(value))
+
+
+def _connect_seconds(value: object) -> float:
+    """``connect_timeout`` as seconds: a number or a timedelta, more than 0 and finite."""
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ConfigurationError(
+            f"MCPServer connect_timeout must be seconds > 0 (a number or a timedelta), "
+            f"got {value!r}"
+        )
+    return float(value)
 
 
 @attrs.frozen
@@ -32,6 +55,12 @@ class MCPServer:
     ``name`` names the server in errors and logs, and prefixes its tools' names where they
     clash (``{name}__{tool}``): 1 to 40 letters, digits, ``_`` or ``-``. By default it comes
     from the command (``python -m disk_server`` gives ``disk_server``) or the URL's host.
+
+    ``connect_timeout`` (seconds, or a timedelta; default 30) is how long the server has to
+    start and list its tools, when the run starts and each time it is started again. It is
+    measured on the run's clock, and cut to what is left of the run's ``max_wallclock``
+    (from the run's start) when that is less: a server that did not answer in time fails
+    the start with :class:`MCPServerError`, which says which of the two it ran out of.
     """
 
     kind: Literal["stdio", "http"]
@@ -42,6 +71,9 @@ class MCPServer:
     cwd: str | None = None
     url: str = ""
     headers: Mapping[str, str] | None = attrs.field(default=None, converter=_frozen_map)
+    connect_timeout: float = attrs.field(
+        default=DEFAULT_CONNECT_TIMEOUT, converter=_connect_seconds
+    )
 
     @classmethod
     def stdio(
@@ -51,11 +83,14 @@ class MCPServer:
         env: Mapping[str, str] | None = None,
         cwd: str | os.PathLike[str] | None = None,
         name: str | None = None,
+        *,
+        connect_timeout: float | timedelta = DEFAULT_CONNECT_TIMEOUT,
     ) -> MCPServer:
         """A server the run starts as ``command *args`` and talks to over its stdin/stdout.
 
         ``env`` is added to a small safe environment (``PATH``, ``HOME`` ...), as the SDK
-        does; ``cwd`` is the directory it starts in (default: the run's).
+        does; ``cwd`` is the directory it starts in (default: the run's);
+        ``connect_timeout`` bounds its start (see the class).
         """
         if not isinstance(command, str) or not command.strip():
             raise ConfigurationError(f"MCPServer.stdio needs a command, got {command!r}")
@@ -67,18 +102,38 @@ class MCPServer:
             _check_strings("env", (*env.keys(), *env.values()))
         folder = None if cwd is None else os.fspath(cwd)
         named = _named(name, _command_name(command, listed))
-        return cls("stdio", named, command, listed, env, folder)
+        return cls(
+            "stdio",
+            named,
+            command,
+            listed,
+            env,
+            folder,
+            connect_timeout=connect_timeout,
+        )
 
     @classmethod
     def http(
-        cls, url: str, headers: Mapping[str, str] | None = None, name: str | None = None
+        cls,
+        url: str,
+        headers: Mapping[str, str] | None = None,
+        name: str | None = None,
+        *,
+        connect_timeout: float | timedelta = DEFAULT_CONNECT_TIMEOUT,
     ) -> MCPServer:
         """A server at ``url`` that speaks streamable HTTP; ``headers`` go with every request
-        (an ``Authorization`` header, say)."""
+        (an ``Authorization`` header, say); ``connect_timeout`` bounds its start (see the
+        class)."""
         host = _http_host(url)
         if headers is not None:
             _check_strings("headers", (*headers.keys(), *headers.values()))
-        return cls("http", _named(name, host), url=url, headers=headers)
+        return cls(
+            "http",
+            _named(name, host),
+            url=url,
+            headers=headers,
+            connect_timeout=connect_timeout,
+        )
 
     def __repr__(self) -> str:  # headers and env may hold secrets: never shown
         where = f"url={self.url!r}" if self.kind == "http" else f"command={self.command!r}"

@@ -12,6 +12,8 @@ import anyio
 import mcp_types as types
 from structlog.typing import FilteringBoundLogger
 
+from scheduler import Clock
+
 from .._errors import ConfigurationError
 from .._tools import Tool
 from ._content import result_text
@@ -29,15 +31,21 @@ class MCPToolTable:
     digits, ``_`` and ``-``, at most 64). Whatever name it is offered under, each server tool
     is known to the permission gate by all of them (:func:`known_names`, its ``aliases``): a
     rule written for its own name or for ``{server}__*`` holds when a server is added or
-    taken away.
+    taken away. ``clock`` and ``time_left`` bound each server's start (see :class:`Link`).
     """
 
     def __init__(
-        self, servers: Sequence[MCPServer], local: Sequence[Tool], log: FilteringBoundLogger
+        self,
+        servers: Sequence[MCPServer],
+        local: Sequence[Tool],
+        log: FilteringBoundLogger,
+        *,
+        clock: Clock | None = None,
+        time_left: Callable[[], float | None] = lambda: None,
     ) -> None:
         self._log = log
         self._local = tuple(local)
-        self._links = [Link(server, log) for server in servers]
+        self._links = [Link(server, log, clock=clock, time_left=time_left) for server in servers]
         self._tools = self._local
 
     @asynccontextmanager

@@ -21,8 +21,9 @@ from ._server import MCPServer
 
 _log = get_logger("autonomous.mcp")
 #: Seconds to connect, write or wait for a pooled connection; reads wait as long as the run's
-#: own timeouts let them (a tool call may take minutes).
-_HTTP_TIMEOUT = httpx2.Timeout(30.0, read=None)
+#: own timeouts let them (a tool call may take minutes). A server's longer connect_timeout
+#: lengthens the connect's (its start is bounded by that, on the run's clock).
+_HTTP_TIMEOUT = 30.0
 
 Item = SessionMessage | Exception
 
@@ -79,7 +80,9 @@ async def connect(server: MCPServer) -> AsyncIterator[tuple[WatchedStream, Any]]
     """The server's streams (the one it answers on watched), open while the block runs."""
     if server.kind == "http":
         async with (
-            httpx2.AsyncClient(headers=dict(server.headers or {}), timeout=_HTTP_TIMEOUT) as http,
+            httpx2.AsyncClient(
+                headers=dict(server.headers or {}), timeout=_http_timeout(server)
+            ) as http,
             streamable_http_client(server.url, http_client=http) as (read, write),
         ):
             yield WatchedStream(read), write
@@ -97,6 +100,12 @@ async def connect(server: MCPServer) -> AsyncIterator[tuple[WatchedStream, Any]]
             yield WatchedStream(read), write
     finally:
         errlog.close()
+
+
+def _http_timeout(server: MCPServer) -> httpx2.Timeout:
+    """The HTTP client's timeouts for ``server`` (see :data:`_HTTP_TIMEOUT`)."""
+    connect = max(_HTTP_TIMEOUT, server.connect_timeout)
+    return httpx2.Timeout(_HTTP_TIMEOUT, connect=connect, read=None)
 
 
 def _stderr_to_log(name: str) -> Any:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Awaitable
 from pathlib import Path
 
 import anyio
@@ -27,7 +28,7 @@ from autonomous import (
     start_autonomous,
 )
 from autonomous.mcp import MCPServer, MCPServerError
-from autonomous.testing import ScriptedModel, call, calls, done, reply
+from autonomous.testing import FakeClock, ScriptedModel, call, calls, done, reply
 from eventlog import (
     AssistantMessage,
     Budgets,
@@ -44,6 +45,35 @@ from .helpers import memory_session
 from .mcp_support import Offered, agent, toolbox
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mcp]
+
+
+#: A stdio "server" that starts and never answers (it ends when its stdin closes).
+SILENT = ["-c", "import sys; sys.stdin.read()"]
+#: The fake seconds each step of failing_while_time_passes moves the clock.
+STEP = 1.0
+
+
+async def failing_while_time_passes(clock: FakeClock, work: Awaitable[object]) -> None:
+    """Await ``work``, moving ``clock`` on by STEP every few real milliseconds meanwhile (the
+    run's clock is all that may time it out); re-raise what it raises. Fails after ten real
+    seconds, as a timeout on real time would have taken longer."""
+    failure: list[BaseException] = []
+
+    async def waited() -> None:
+        try:
+            await work
+        except Exception as exc:
+            failure.append(exc)
+        tg.cancel_scope.cancel()
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(waited)
+            while True:
+                await anyio.sleep(0.005)
+                clock.advance(STEP)
+    if failure:
+        raise failure[0]
 
 
 async def outcomes(ref: object) -> list[str]:
@@ -205,6 +235,46 @@ class TestStart:
         with pytest.raises(MCPServerError) as caught:
             await run_autonomous(agent(ScriptedModel([reply("x")]), [server]), "go", max_turns=1)
         assert "quits" == caught.value.server
+
+    async def test_a_server_that_never_answers_fails_after_its_connect_timeout(self) -> None:
+        """A server that starts but never answers fails the start once its connect_timeout
+        has passed on the run's clock (fake time here: no real wait), naming the timeout."""
+        clock = FakeClock()
+        server = MCPServer.stdio(sys.executable, SILENT, name="silent", connect_timeout=45)
+        model = ScriptedModel([reply("never")])
+        run = agent(model, [server])
+        with pytest.raises(MCPServerError, match=r"did not answer within 45 s \(connect_timeout\)"):
+            await failing_while_time_passes(clock, run_autonomous(run, "go", clock=clock))
+        assert 45 <= clock.monotonic()  # (and a little more: the server's shutdown, on real time)
+        assert 0 == model.requests
+
+    async def test_the_runs_wallclock_budget_bounds_the_connect(self) -> None:
+        """With max_wallclock shorter than connect_timeout, the start fails when the budget
+        is spent, measured from the run's start, and says that the budget cut it short."""
+        clock = FakeClock()
+        server = MCPServer.stdio(sys.executable, SILENT, name="silent", connect_timeout=600)
+        run = agent(ScriptedModel([reply("never")]), [server])
+        with pytest.raises(MCPServerError, match=r"within 20 s \(the run's max_wallclock\)"):
+            await failing_while_time_passes(
+                clock, run_autonomous(run, "go", clock=clock, max_wallclock=20)
+            )
+        assert 20 <= clock.monotonic() < 60  # not the connect_timeout's 600
+
+    @pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf"), "30"])
+    def test_a_connect_timeout_must_be_positive_seconds(self, bad: object) -> None:
+        """connect_timeout is a positive, finite number of seconds, on both kinds."""
+        with pytest.raises(ConfigurationError, match="connect_timeout"):
+            MCPServer.stdio("python3", connect_timeout=bad)  # type: ignore[arg-type]
+        with pytest.raises(ConfigurationError, match="connect_timeout"):
+            MCPServer.http("http://h/mcp", connect_timeout=bad)  # type: ignore[arg-type]
+
+    def test_the_connect_timeout_is_thirty_seconds_unless_given(self) -> None:
+        """Both kinds default to 30 s and keep what they are given."""
+        assert (30.0, 30.0, 5.0) == (
+            MCPServer.stdio("python3").connect_timeout,
+            MCPServer.http("http://h/mcp").connect_timeout,
+            MCPServer.http("http://h/mcp", connect_timeout=5).connect_timeout,
+        )
 
     def test_two_servers_of_one_name_are_refused(self, tmp_path: Path) -> None:
         """Each server needs a name of its own (it prefixes clashing tools)."""

@@ -8,6 +8,8 @@ import threading
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
+import anyio
+import anyio.to_thread
 import attrs
 import pytest
 
@@ -500,6 +502,44 @@ class TestFunctionTool:
             return threading.get_ident()
 
         assert threading.get_ident() != await function_tool(where).invoke({})
+
+    @pytest.mark.anyio
+    async def test_an_abandoned_sync_call_never_holds_the_process(self) -> None:
+        """A sync call cancelled while it runs is abandoned at once, on a daemon thread that
+        goes on by itself: the interpreter exits without waiting for it (a stopped run's
+        process exits promptly), and its result or error, when it comes, goes nowhere."""
+        began, release = threading.Event(), threading.Event()
+        threads: list[threading.Thread] = []
+
+        def stuck() -> str:
+            """Wait for the test."""
+            threads.append(threading.current_thread())
+            began.set()
+            release.wait(10)
+            raise RuntimeError("too late for anyone to hear")
+
+        with anyio.fail_after(5), anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(function_tool(stuck).invoke, {})
+                await anyio.to_thread.run_sync(began.wait)
+                scope.cancel()
+        assert scope.cancelled_caught
+        (thread,) = threads
+        assert (True, True) == (thread.daemon, thread.is_alive())
+        release.set()
+        await anyio.to_thread.run_sync(thread.join, 5)
+        assert not thread.is_alive()
+
+    @pytest.mark.anyio
+    async def test_a_sync_tool_error_comes_back_as_itself(self) -> None:
+        """An exception raised in the tool's thread is raised to the caller, unwrapped."""
+
+        def fail() -> str:
+            """Fail."""
+            raise LookupError("no such disk")
+
+        with pytest.raises(LookupError, match="no such disk"):
+            await function_tool(fail).invoke({})
 
     @pytest.mark.anyio
     async def test_sync_tool_inline_when_asked(self) -> None:

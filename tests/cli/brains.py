@@ -15,14 +15,22 @@
 - ``caching``: as ``quick``, each call billed 12,400 prompt tokens, 11,904 of them cached.
 - ``hanging``: calls ``hang`` (which sleeps a minute) in its first turn; told that the call was
   interrupted, it reports done.
+- ``napping_tool``: calls ``nap`` (a sync tool that sleeps 30 s), then reports done.
+- ``offloading``: as ``napping_tool``, with ``offloaded_nap`` (an async tool that sleeps
+  30 s in anyio's worker thread itself).
+- ``deferring_then_napping``: defers like ``deferring``, then (resumed) calls ``nap``.
 """
 
 from __future__ import annotations
 
+import os
 import time
+import uuid
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
 import attrs
 
 from autonomous import ModelResponse
@@ -46,6 +54,23 @@ def hang() -> str:
     """Sleep a minute (a process killed meanwhile dies in the middle of this call)."""
     time.sleep(60)
     return "woke"
+
+
+def nap() -> str:
+    """Sleep thirty seconds (in a worker thread: a plain function), then say so.
+
+    It leaves a file ``napping.<pid>.<id>`` in the working directory as it starts, so that a
+    test knows when the process is inside it.
+    """
+    Path(f"napping.{os.getpid()}.{uuid.uuid4().hex}").touch()
+    time.sleep(30)
+    return "rested"
+
+
+async def offloaded_nap() -> str:
+    """Sleep thirty seconds in one of anyio's worker threads (which are not daemons), given up
+    when cancelled, as a tool that offloads blocking work itself does; then say so."""
+    return await anyio.to_thread.run_sync(nap, abandon_on_cancel=True)
 
 
 def undocumented(n: int) -> int:
@@ -181,3 +206,39 @@ def _hanging(messages: Messages, tools: Sequence[dict[str, Any]]) -> ModelRespon
 def hanging() -> ScriptedModel:
     """Calls hang, which sleeps a minute; done once told that call was interrupted."""
     return ScriptedModel(default=_hanging)
+
+
+def _napping_tool(messages: Messages, tools: Sequence[dict[str, Any]]) -> ModelResponse:
+    last = messages[-1]
+    if last["role"] == "user":
+        return call("nap", {})
+    if last["role"] == "tool" and last["content"] == "rested":
+        return _finish("rested")
+    return reply("ok")
+
+
+def napping_tool() -> ScriptedModel:
+    """Calls nap (thirty seconds in a sync tool), then finishes."""
+    return ScriptedModel(default=_napping_tool)
+
+
+def _deferring_then_napping(messages: Messages, tools: Sequence[dict[str, Any]]) -> ModelResponse:
+    if _prompt(messages) == "Do the test thing.":  # the goal: the first turn
+        return _deferring(messages, tools)
+    return _napping_tool(messages, tools)
+
+
+def _offloading(messages: Messages, tools: Sequence[dict[str, Any]]) -> ModelResponse:
+    if messages[-1]["role"] == "user":
+        return call("offloaded_nap", {})
+    return _napping_tool(messages, tools)
+
+
+def offloading() -> ScriptedModel:
+    """Calls offloaded_nap (thirty seconds in anyio's worker thread), then finishes."""
+    return ScriptedModel(default=_offloading)
+
+
+def deferring_then_napping() -> ScriptedModel:
+    """Defers one second, then (resumed) naps thirty seconds in a sync tool."""
+    return ScriptedModel(default=_deferring_then_napping)

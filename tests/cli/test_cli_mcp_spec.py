@@ -69,6 +69,28 @@ class TestReading:
         (server,) = load_spec(path).mcp_servers()
         assert (str(in_process / "serve"), str(in_process)) == (server.command, server.cwd)
 
+    def test_connect_timeout_sets_the_servers_start_bound(self, in_process: Path) -> None:
+        """connect_timeout takes seconds or a duration, on either kind; without it, 30 s."""
+        path = in_process / "m.toml"
+        path.write_text(
+            HEAD + f'[[mcp]]\nname = "slow"\ncommand = "{sys.executable}"\nconnect_timeout = "2m"\n'
+            '[[mcp]]\nname = "web"\nurl = "https://h/mcp"\nconnect_timeout = 7.5\n'
+            '[[mcp]]\nname = "plain"\nurl = "https://h/mcp"\n'
+        )
+        assert [120.0, 7.5, 30.0] == [s.connect_timeout for s in load_spec(path).mcp_servers()]
+
+    @pytest.mark.parametrize("value", ["0", '"0s"', "-3", '"soon"', "true"])
+    def test_a_connect_timeout_that_is_not_a_positive_duration_is_an_error(
+        self, in_process: Path, value: str
+    ) -> None:
+        """A zero, negative or non-duration connect_timeout is an error at its line."""
+        path = in_process / "m.toml"
+        path.write_text(
+            HEAD + f'[[mcp]]\nname = "a"\nurl = "https://h/mcp"\nconnect_timeout = {value}\n'
+        )
+        message = problems(path)["m.toml:7: mcp[0].connect_timeout"]
+        assert message.startswith("must be"), message
+
     def test_a_broken_table_is_refused_with_its_line(self, in_process: Path) -> None:
         """load_spec names the file, the line and the table."""
         path = in_process / "m.toml"

@@ -188,6 +188,22 @@ class TestCancellation:
                     await log.append([user(A, "blocked")])
             assert 1 == len(await log.append([user(B)]))
 
+    async def test_a_callers_deadline_shorter_than_the_timeout_is_kept(
+        self, pg_dsn: str, clock: FakeClock
+    ) -> None:
+        """A statement under a caller's deadline (a run's bounded last write) that the server
+        does not answer ends at that deadline, not at the log's longer timeout: it fails with
+        StoreUnavailable then (whether it lands later is unknown, as after any timeout), and
+        the log goes on."""
+        async with PostgresEventLog(pg_dsn, clock=clock, timeout=SOON) as log:
+            await log.append([user(A)])
+            async with await psycopg.AsyncConnection.connect(pg_dsn) as blocker:
+                await blocker.execute("SELECT sid FROM eventlog_sessions FOR UPDATE")
+                with anyio.fail_after(SOON / 3):  # far less than the log's own timeout
+                    with anyio.move_on_after(0.2), pytest.raises(StoreUnavailable):
+                        await log.append([user(A, "blocked")])
+            assert 1 == len(await log.append([user(B)]))
+
 
 class TestClaims:
     """claim_due on Postgres: one statement, SKIP LOCKED, a new epoch."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import anyio
 import pytest
 
@@ -72,3 +74,16 @@ class TestProtocol:
         with SystemClock().move_on_after(0.01) as scope:
             await anyio.sleep(5)
         assert scope.cancelled_caught
+
+
+class TestSleepsAreCancellationPoints:
+    @pytest.mark.parametrize("clock", [SystemClock(), FakeClock(), FakeClock(autojump=True)])
+    async def test_a_sleep_already_due_still_obeys_a_cancel(self, clock: Clock) -> None:
+        """sleep_until a time already past is a cancellation point: a cancelled caller stops
+        there, never runs on past it (a loop of due sleeps could not be cancelled else)."""
+        went_on = False
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await clock.sleep_until(clock.now() - timedelta(seconds=1))
+            went_on = True
+        assert (True, False) == (scope.cancelled_caught, went_on)

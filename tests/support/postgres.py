@@ -61,3 +61,22 @@ def pg_dsn() -> Iterator[str]:
             yield with_schema(base, schema)
         finally:
             conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+async def wait_blocked_by(dsn: str, blocker: int) -> None:
+    """Return once some backend waits for a lock that backend ``blocker`` holds (thirty
+    seconds at most): a statement of the code under test is stuck behind it."""
+    import anyio
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as look:
+        with anyio.fail_after(30):
+            while True:
+                cur = await look.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))",
+                    (blocker,),
+                )
+                row = await cur.fetchone()
+                if row is not None and row[0]:
+                    return
+                await anyio.sleep(0.01)
