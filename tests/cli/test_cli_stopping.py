@@ -149,7 +149,7 @@ class TestAbandonedToolThreads:
         napping(agent_dir)
         code, took = terminated(run)
         assert (Exit.SIGTERM, True) == (code, took < PROMPT), (took, run.lines)
-        assert "continue  autonomous resume tests/tester/o1" in run.stdout()
+        assert "next step autonomous resume tests/tester/o1" in run.stdout()
         assert "context_cancelled" == checkpoints(agent_dir, "o1")[-1]["payload"]["stop_reason"]
 
     def test_daemon_exits_at_once_and_hands_every_session_back(
