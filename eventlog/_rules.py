@@ -127,32 +127,50 @@ def summary_before_checkpoint(key: SessionKey, newest_at: datetime) -> SessionSu
     return SessionSummary(key, 0, 0.0, None, None, as_utc(newest_at), 0)
 
 
-def control_marks(payload: object) -> tuple[bool | None, bool]:
-    """What a control request appended after a session's latest checkpoint says of its summary:
-    ``(paused, stopped)``, ``paused`` None when the request leaves it as it is.
+@attrs.frozen
+class Marks:
+    """What the control requests appended after a session's latest checkpoint (or since its
+    first event, without one) say of its summary: ``paused`` None when they leave the pause
+    as it is, ``stopped`` whether one asked for a stop. See :func:`control_marks` and
+    :func:`with_marks`."""
+
+    paused: bool | None = None
+    stopped: bool = False
+
+
+#: No control request since the latest checkpoint.
+NO_MARKS = Marks()
+
+
+def control_marks(event: Event, before: Marks = NO_MARKS) -> Marks:
+    """The marks of a session's control requests after its latest checkpoint: ``before``
+    (those so far) and then ``event``; any other event leaves them as they are.
 
     A stop or pause of a session that is not running must show (``ls``) and stick (the daemon
     skips it) before any run reads it, so the summary takes it at append; the session's next
     checkpoint, written by a run that has obeyed it or by a forced resume, says the rest.
     """
+    payload = event.payload
     if not isinstance(payload, Control):
-        return None, False
+        return before
     action = payload.action
     if action == "stop":
-        return None, True
+        return attrs.evolve(before, stopped=True)
     if action in ("pause", "resume"):
-        return action == "pause", False
-    return None, False
+        return attrs.evolve(before, paused=action == "pause")
+    return before
 
 
-def with_marks(summary: SessionSummary, paused: bool | None, stopped: bool) -> SessionSummary:
-    """``summary`` with the marks of the control requests appended after its checkpoint."""
-    if paused is None and not stopped:
+def with_marks(summary: SessionSummary, marks: Marks) -> SessionSummary:
+    """``summary`` (its latest checkpoint's) with the marks of the control requests appended
+    after that checkpoint: a stop adds to the checkpoint's, a pause or resume replaces its
+    pause."""
+    if marks == NO_MARKS:
         return summary
     return attrs.evolve(
         summary,
-        paused=summary.paused if paused is None else paused,
-        stopped=summary.stopped or stopped,
+        paused=summary.paused if marks.paused is None else marks.paused,
+        stopped=summary.stopped or marks.stopped,
     )
 
 

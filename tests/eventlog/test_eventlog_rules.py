@@ -10,10 +10,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from eventlog import Checkpoint, Event, LeaseHolder, Note, SessionKey, SessionSummary
+from eventlog import Checkpoint, Control, Event, LeaseHolder, Note, SessionKey, SessionSummary
 from eventlog._process import process_start
 from eventlog._rules import (
+    NO_MARKS,
+    Marks,
     as_utc,
+    control_marks,
     is_due,
     lease_expiry,
     may_take_lease,
@@ -21,6 +24,7 @@ from eventlog._rules import (
     prunable,
     summary_before_checkpoint,
     summary_of,
+    with_marks,
 )
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
@@ -194,6 +198,61 @@ class TestIsDue:
     def test_cases(self, reason: str | None, wake: datetime | None, expected: bool) -> None:
         """Only a deferred session whose wake time is now or past is due."""
         assert expected == is_due(self.summary(reason, wake), NOW)
+
+
+def request(action: str, at: datetime = NOW) -> Event:
+    return Event.create(KEY, Control(action), at=at)
+
+
+class TestControlMarks:
+    """control_marks: what the control requests after a checkpoint say, one request at a time."""
+
+    @pytest.mark.parametrize(
+        ("action", "expected"),
+        [
+            ("stop", Marks(stopped=True)),
+            ("pause", Marks(paused=True)),
+            ("resume", Marks(paused=False)),
+            ("dance", NO_MARKS),
+        ],
+    )
+    def test_one_request(self, action: str, expected: Marks) -> None:
+        """A stop stops, a pause or resume sets paused; an action no store knows says
+        nothing."""
+        assert expected == control_marks(request(action))
+
+    def test_other_events_say_nothing(self) -> None:
+        """Only a control request marks a summary."""
+        before = Marks(paused=True)
+        assert before is control_marks(Event.create(KEY, Note("hi")), before)
+
+    def test_marks_add_up_in_order(self) -> None:
+        """A stop sticks, the last pause or resume wins."""
+        marks = NO_MARKS
+        for action in ("pause", "stop", "resume"):
+            marks = control_marks(request(action), marks)
+        assert Marks(paused=False, stopped=True) == marks
+
+
+class TestWithMarks:
+    """with_marks: a summary as the control requests after its checkpoint leave it."""
+
+    def summary(
+        self, reason: str | None, wake: datetime | None, *, stopped: bool = False
+    ) -> SessionSummary:
+        return SessionSummary(KEY, 1, 0.0, reason, wake, NOW, 1, stopped=stopped)
+
+    def test_no_marks_no_change(self) -> None:
+        """Without a request the summary is the checkpoint's."""
+        summary = self.summary("deferred", LATER)
+        assert summary is with_marks(summary, NO_MARKS)
+
+    def test_pause_and_stop(self) -> None:
+        """A stop request adds to the checkpoint's stop; a pause or resume replaces its pause."""
+        paused = attrs.evolve(self.summary(None, None), paused=True)
+        marked = with_marks(paused, Marks(paused=False, stopped=True))
+        assert (False, True) == (marked.paused, marked.stopped)
+        assert with_marks(paused, Marks(stopped=True)).paused  # a stop alone leaves the pause
 
 
 class TestSummaryBeforeCheckpoint:
