@@ -146,14 +146,16 @@ def _change_rows(
 
     A batch with a checkpoint of the session gives its whole summary, marked here by the
     requests after it (``with_marks``); one without gives the marks alone, which the statement
-    applies to the row as it finds it.
+    applies to the row as it finds it (the wake time only there: ``woken_at``, last).
     """
     rows = []
     for key, change in changes.items():
         row: list[Any] = [sids[key]]
+        woken = None
         if change.checkpoint is None:
             marks = change.marks
             row += [None] * 6 + [marks.paused, marks.stopped, None, None, None]
+            woken = marks.woken_at
         else:
             summary = with_marks(summary_of(events[change.checkpoint], 0), change.marks)
             wake = summary.next_wake_at
@@ -170,6 +172,6 @@ def _change_rows(
                 summary.input_tokens,
                 summary.cached_input_tokens,
             ]
-        row.append(release)
+        row += [release, None if woken is None else as_utc(woken).isoformat()]
         rows.append(row)
     return rows
