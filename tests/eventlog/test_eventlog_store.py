@@ -32,10 +32,20 @@ from eventlog import (
     StoreUnavailable,
     ToolResult,
     UserMessage,
+    new_event_id,
 )
-from eventlog._rules import checkpoint_of
+from eventlog._rules import (
+    NO_MARKS,
+    checkpoint_of,
+    control_marks,
+    is_due,
+    summary_before_checkpoint,
+    summary_of,
+    with_marks,
+)
+from tests.eventlog.conftest import FakeClock
 from tests.eventlog.helpers import add, add_fenced
-from tests.strategies import events
+from tests.strategies import events, summary_events
 
 pytestmark = pytest.mark.anyio
 
@@ -43,6 +53,9 @@ A = SessionKey("app", "ops", "a")
 B = SessionKey("app", "ops", "b")
 C = SessionKey("app", "ops", "c")
 D = SessionKey("app", "ops", "d")
+
+#: The fake clock's time, for strategies drawn before a test has its clock.
+START = FakeClock().now
 
 
 def user(key: SessionKey, text: str = "hello", turn: int = 1) -> Event:
@@ -77,6 +90,22 @@ def wake(key: SessionKey, at: datetime) -> Event:
 
 def holder(name: str, host: str = "elsewhere", pid: int = 4242) -> LeaseHolder:
     return LeaseHolder(host=host, pid=pid, token=name)
+
+
+def folded(key: SessionKey, appended: list[Event]) -> SessionSummary:
+    """The summary of ``key`` as the pure rules fold it from its events (with their seqs):
+    the latest checkpoint's, marked by the control requests after it."""
+    latest: Event | None = None
+    marks = NO_MARKS
+    for event in appended:
+        if event.kind is EventKind.CHECKPOINT:
+            latest, marks = event, NO_MARKS
+        else:
+            marks = control_marks(event, marks)
+    if latest is None:
+        return with_marks(summary_before_checkpoint(key, appended[-1].at), marks)
+    summary = attrs.evolve(summary_of(latest), checkpoint=checkpoint_of(latest))
+    return with_marks(summary, marks)
 
 
 class TestAppend:
@@ -610,6 +639,33 @@ class TestWakeRequests:
         wakes = {s.key: s.next_wake_at for s in await store.sessions()}
         assert {A: clock.now, B: later} == wakes
         assert [A] == [s.key for s in await store.due_sessions(clock.now)]
+
+
+class TestSummaryIsTheLogFolded:
+    """Every store keeps the summary the pure rules fold from the session's events."""
+
+    @settings(
+        max_examples=200,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )
+    @given(
+        batches=st.lists(
+            st.lists(summary_events(A, START), min_size=1, max_size=3), min_size=1, max_size=6
+        )
+    )
+    async def test_any_history_in_any_batches(
+        self, store: EventLog, clock, batches: list[list[Event]]
+    ) -> None:
+        """Checkpoints, stops, pauses, resumes and wakes, appended in batches of any shape:
+        the listed summary, and whether it is due, are the fold of ``_rules`` over the log."""
+        key = SessionKey("app", "fold", new_event_id())  # a session of this example alone
+        batches = [[attrs.evolve(event, key=key) for event in batch] for batch in batches]
+        appended = [event for batch in batches for event in await add(store, batch)]
+        expected = folded(key, appended)
+        assert [expected] == [s for s in await store.sessions() if s.key == key]
+        due = [s.key for s in await store.due_sessions(clock.now) if s.key == key]
+        assert is_due(expected, clock.now) == (due == [key])
 
 
 class TestLeases:
