@@ -17,6 +17,8 @@ import attrs
 from ._errors import LeaseLost, SessionLocked, StoreUnavailable
 from ._events import Event, EventKind, SessionKey, check_key, utcnow
 from ._rules import (
+    NO_MARKS,
+    Marks,
     as_utc,
     check_batch_keys,
     check_claim_limit,
@@ -94,8 +96,8 @@ class MemoryEventLog:
         self._events: dict[SessionKey, list[_Stored]] = {}
         self._checkpoints: dict[SessionKey, _Stored] = {}
         self._summaries: dict[SessionKey, SessionSummary] = {}  # built on demand, per checkpoint
-        # (paused, stopped) marks of control requests after each session's latest checkpoint
-        self._marks: dict[SessionKey, tuple[bool | None, bool]] = {}
+        # the marks of the control requests after each session's latest checkpoint
+        self._marks: dict[SessionKey, Marks] = {}
         self._leases: dict[SessionKey, Lease] = {}  # the held ones
         self._epochs: dict[SessionKey, int] = {}  # the last epoch of each session, kept forever
         self._closed = False
@@ -160,9 +162,7 @@ class MemoryEventLog:
 
     def _mark(self, key: SessionKey, event: Event) -> None:
         """Note what a control request says of its session's summary (see ``control_marks``)."""
-        paused, stopped = control_marks(event.payload)
-        was_paused, was_stopped = self._marks.get(key, (None, False))
-        self._marks[key] = (was_paused if paused is None else paused, was_stopped or stopped)
+        self._marks[key] = control_marks(event, self._marks.get(key, NO_MARKS))
 
     async def read(
         self,
@@ -221,7 +221,8 @@ class MemoryEventLog:
         return [self._with_holder(summary) for _, summary in listed]
 
     async def due_sessions(self, now: datetime) -> list[SessionSummary]:
-        """Sessions whose latest checkpoint is ``deferred`` with ``next_wake_at <= now``.
+        """Sessions whose latest checkpoint is ``deferred`` with ``next_wake_at <= now`` (the
+        summary's, which a wake request moves earlier).
 
         Earliest wake time first.
         """
@@ -275,8 +276,7 @@ class MemoryEventLog:
             summary = summaries.get(key)
             if summary is None or summary.checkpoint_seq != seq:
                 summary = summaries[key] = summary_of(event, seq)
-            marks = self._marks.get(key)
-            current.append(summary if marks is None else with_marks(summary, *marks))
+            current.append(with_marks(summary, self._marks.get(key, NO_MARKS)))
         return current
 
     def _without_checkpoint(self) -> list[tuple[int, SessionSummary]]:
@@ -287,8 +287,7 @@ class MemoryEventLog:
             if bucket and key not in self._checkpoints:
                 seq, newest = bucket[-1]
                 summary = summary_before_checkpoint(key, newest.at)
-                marks = self._marks.get(key)
-                found.append((seq, summary if marks is None else with_marks(summary, *marks)))
+                found.append((seq, with_marks(summary, self._marks.get(key, NO_MARKS))))
         return found
 
     def _with_holder(self, summary: SessionSummary) -> SessionSummary:

@@ -434,8 +434,9 @@ class PostgresEventLog:
         return [sql.listed_from_row(row) for row in rows]
 
     async def due_sessions(self, now: datetime) -> list[SessionSummary]:
-        """Sessions whose latest checkpoint is ``deferred`` with ``next_wake_at <= now``, not
-        stopped; earliest wake time first (a paused one too: the caller decides)."""
+        """Sessions whose latest checkpoint is ``deferred`` with ``next_wake_at <= now`` (the
+        summary's, which a wake request moves earlier), not stopped; earliest wake time first
+        (a paused one too: the caller decides)."""
         params = {"clock": as_utc(self._clock()), "now": as_utc(now)}
         rows = await self._db.all("list due sessions", sql.SELECT_DUE, params)
         return [sql.summary_from_row(row) for row in rows]

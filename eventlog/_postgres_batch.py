@@ -25,7 +25,7 @@ from ._codec import encode_payload
 from ._events import Event, EventKind, SessionKey
 from ._postgres_conn import Params
 from ._postgres_sql import escape, notice
-from ._rules import as_utc, control_marks, summary_of
+from ._rules import NO_MARKS, Marks, as_utc, control_marks, summary_of, with_marks
 
 #: Kinds whose append notifies: a run or a daemon may be waiting for them.
 NOTIFYING_KINDS = frozenset({EventKind.INBOX_QUEUED, EventKind.CONTROL, EventKind.CHECKPOINT})
@@ -34,11 +34,10 @@ NOTIFYING_KINDS = frozenset({EventKind.INBOX_QUEUED, EventKind.CONTROL, EventKin
 @attrs.define
 class _Change:
     """What a batch does to one session's row: its last checkpoint (its index in the batch) and
-    the marks of the control requests after it."""
+    the marks of the control requests after it (in the batch)."""
 
     checkpoint: int | None = None
-    paused: bool | None = None
-    stopped: bool = False
+    marks: Marks = NO_MARKS
 
 
 def _json(value: Any) -> str:
@@ -115,11 +114,10 @@ def _batch_params(
         if kind == EventKind.CHECKPOINT:
             changes[key] = _Change(checkpoint=index)
         elif kind == EventKind.CONTROL:
-            paused, stopped = control_marks(event.payload)
-            if paused is not None or stopped:
-                change = changes.setdefault(key, _Change())
-                change.paused = change.paused if paused is None else paused
-                change.stopped = change.stopped or stopped
+            change = changes.get(key)
+            marks = control_marks(event, NO_MARKS if change is None else change.marks)
+            if marks != NO_MARKS:
+                changes.setdefault(key, _Change()).marks = marks
     session_ids = sorted({row[0] for row in rows})
     if release:
         for key in {event.key for event in events}:
@@ -144,14 +142,22 @@ def _change_rows(
     changes: dict[SessionKey, _Change],
     release: bool,
 ) -> list[list[Any]]:
-    """The rows of :data:`APPEND`'s ``changes``: one per session whose row the batch changes."""
+    """The rows of :data:`APPEND`'s ``changes``: one per session whose row the batch changes.
+
+    A batch with a checkpoint of the session gives its whole summary, marked here by the
+    requests after it (``with_marks``); one without gives the marks alone, which the statement
+    applies to the row as it finds it (the wake time only there: ``woken_at``, last).
+    """
     rows = []
     for key, change in changes.items():
         row: list[Any] = [sids[key]]
+        woken = None
         if change.checkpoint is None:
-            row += [None] * 6 + [change.paused, change.stopped, None, None, None]
+            marks = change.marks
+            row += [None] * 6 + [marks.paused, marks.stopped, None, None, None]
+            woken = marks.woken_at
         else:
-            summary = summary_of(events[change.checkpoint], 0)
+            summary = with_marks(summary_of(events[change.checkpoint], 0), change.marks)
             wake = summary.next_wake_at
             row += [
                 change.checkpoint + 1,  # the batch's ordinals count from 1
@@ -160,12 +166,12 @@ def _change_rows(
                 None if summary.stop_reason is None else escape(summary.stop_reason),
                 None if wake is None else as_utc(wake).isoformat(),
                 as_utc(summary.updated_at).isoformat(),
-                summary.paused if change.paused is None else change.paused,
-                summary.stopped or change.stopped,
+                summary.paused,
+                summary.stopped,
                 summary.unpriced,
                 summary.input_tokens,
                 summary.cached_input_tokens,
             ]
-        row.append(release)
+        row += [release, None if woken is None else as_utc(woken).isoformat()]
         rows.append(row)
     return rows

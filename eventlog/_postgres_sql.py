@@ -237,7 +237,8 @@ WITH locked AS (
                (c->>5)::timestamptz AS next_wake_at, (c->>6)::timestamptz AS updated_at,
                (c->>7)::boolean AS paused, (c->>8)::boolean AS stopped,
                (c->>9)::boolean AS unpriced, (c->>10)::bigint AS input_tokens,
-               (c->>11)::bigint AS cached_input_tokens, (c->>12)::boolean AS release
+               (c->>11)::bigint AS cached_input_tokens, (c->>12)::boolean AS release,
+               (c->>13)::timestamptz AS woken_at
         FROM json_array_elements(%(changes)s::json) AS c
     ) AS u
     WHERE EXISTS (SELECT 1 FROM batch)
@@ -247,7 +248,13 @@ WITH locked AS (
         turns = CASE WHEN c.ck_seq IS NULL THEN s.turns ELSE c.turns END,
         cost_usd = CASE WHEN c.ck_seq IS NULL THEN s.cost_usd ELSE c.cost_usd END,
         stop_reason = CASE WHEN c.ck_seq IS NULL THEN s.stop_reason ELSE c.stop_reason END,
-        next_wake_at = CASE WHEN c.ck_seq IS NULL THEN s.next_wake_at ELSE c.next_wake_at END,
+        -- a wake request moves a deferred session's wake time earlier (_rules.woken_wake);
+        -- s.stopped is the row's before this batch, c.woken_at none after a stop of the batch
+        next_wake_at = CASE
+            WHEN c.ck_seq IS NOT NULL THEN c.next_wake_at
+            WHEN c.woken_at IS NOT NULL AND s.stop_reason = 'deferred' AND NOT s.stopped
+                AND (s.next_wake_at IS NULL OR c.woken_at < s.next_wake_at) THEN c.woken_at
+            ELSE s.next_wake_at END,
         updated_at = CASE WHEN c.ck_seq IS NULL THEN s.updated_at ELSE c.updated_at END,
         unpriced = CASE WHEN c.ck_seq IS NULL THEN s.unpriced ELSE c.unpriced END,
         input_tokens = CASE WHEN c.ck_seq IS NULL THEN s.input_tokens ELSE c.input_tokens END,

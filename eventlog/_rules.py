@@ -127,33 +127,78 @@ def summary_before_checkpoint(key: SessionKey, newest_at: datetime) -> SessionSu
     return SessionSummary(key, 0, 0.0, None, None, as_utc(newest_at), 0)
 
 
-def control_marks(payload: object) -> tuple[bool | None, bool]:
-    """What a control request appended after a session's latest checkpoint says of its summary:
-    ``(paused, stopped)``, ``paused`` None when the request leaves it as it is.
+@attrs.frozen
+class Marks:
+    """What the control requests appended after a session's latest checkpoint (or since its
+    first event, without one) say of its summary: ``paused`` None when they leave the pause
+    as it is, ``stopped`` whether one asked for a stop, ``woken_at`` the time of the earliest
+    wake request before any stop (None: no such request). See :func:`control_marks` and
+    :func:`with_marks`."""
+
+    paused: bool | None = None
+    stopped: bool = False
+    woken_at: datetime | None = None
+
+
+#: No control request since the latest checkpoint.
+NO_MARKS = Marks()
+
+
+def control_marks(event: Event, before: Marks = NO_MARKS) -> Marks:
+    """The marks of a session's control requests after its latest checkpoint: ``before``
+    (those so far) and then ``event``; any other event leaves them as they are.
 
     A stop or pause of a session that is not running must show (``ls``) and stick (the daemon
-    skips it) before any run reads it, so the summary takes it at append; the session's next
-    checkpoint, written by a run that has obeyed it or by a forced resume, says the rest.
+    skips it) before any run reads it, and a wake must make a deferred session due at once (a
+    daemon claims it now, not at its wake time), so the summary takes them at append; the
+    session's next checkpoint, written by a run that has obeyed them or by a forced resume,
+    says the rest. A wake asks for its own time (its event's): the earliest counts, and none
+    after a stop (a stopped session is not woken).
     """
+    payload = event.payload
     if not isinstance(payload, Control):
-        return None, False
+        return before
     action = payload.action
     if action == "stop":
-        return None, True
+        return attrs.evolve(before, stopped=True)
     if action in ("pause", "resume"):
-        return action == "pause", False
-    return None, False
+        return attrs.evolve(before, paused=action == "pause")
+    if action == "wake" and not before.stopped:
+        at = as_utc(event.at)
+        if before.woken_at is None or at < before.woken_at:
+            return attrs.evolve(before, woken_at=at)
+    return before
 
 
-def with_marks(summary: SessionSummary, paused: bool | None, stopped: bool) -> SessionSummary:
-    """``summary`` with the marks of the control requests appended after its checkpoint."""
-    if paused is None and not stopped:
+def with_marks(summary: SessionSummary, marks: Marks) -> SessionSummary:
+    """``summary`` (its latest checkpoint's) with the marks of the control requests appended
+    after that checkpoint: a stop adds to the checkpoint's, a pause or resume replaces its
+    pause, and a wake moves the wake time of a deferred session earlier (:func:`woken_wake`).
+    """
+    if marks == NO_MARKS:
         return summary
     return attrs.evolve(
         summary,
-        paused=summary.paused if paused is None else paused,
-        stopped=summary.stopped or stopped,
+        paused=summary.paused if marks.paused is None else marks.paused,
+        stopped=summary.stopped or marks.stopped,
+        next_wake_at=woken_wake(summary, marks.woken_at),
     )
+
+
+def woken_wake(summary: SessionSummary, woken_at: datetime | None) -> datetime | None:
+    """The wake time of ``summary`` after a wake request at ``woken_at`` (None: no request).
+
+    A session whose latest checkpoint deferred it, and did not stop it, wakes at the earlier of
+    its wake time and the request's (a deferred checkpoint without a wake time waits for ever:
+    the request's is earlier). A wake before any checkpoint, or after one that did not defer,
+    or that stopped the session, leaves the wake time as it is: nothing waits for it. Only the
+    summary moves; the checkpoint in the log keeps its time. The SQL stores apply this rule
+    in their append statements (``_schema.MARK_WOKEN``, ``_postgres_sql.APPEND``).
+    """
+    wake = summary.next_wake_at
+    if woken_at is None or summary.stop_reason != "deferred" or summary.stopped:
+        return wake
+    return woken_at if wake is None or woken_at < wake else wake
 
 
 def is_due(summary: SessionSummary, now: datetime) -> bool:

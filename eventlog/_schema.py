@@ -142,10 +142,21 @@ INSERT_EVENT = (
     "INSERT INTO events (sid, id, kind, author, at, v, payload) VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
 #: A stop or a pause/resume request appended after the latest checkpoint marks the summary
-#: (parameters: the request's seq, then the flag for MARK_PAUSED, then the sid).
-#: A session without a checkpoint takes every request (its first checkpoint says the rest).
+#: (parameters: the request's seq, then the flag for MARK_PAUSED, then the sid); see
+#: ``_rules.control_marks``. A session without a checkpoint takes every request (its first
+#: checkpoint says the rest).
 MARK_STOPPED = "UPDATE sessions SET stopped = 1 WHERE coalesce(checkpoint_seq, 0) < ?1 AND sid = ?2"
 MARK_PAUSED = "UPDATE sessions SET paused = ?2 WHERE coalesce(checkpoint_seq, 0) < ?1 AND sid = ?3"
+#: A wake request appended after the latest checkpoint moves the wake time of a session that
+#: checkpoint deferred (and that is not stopped) to the request's time, when that is earlier:
+#: ``_rules.woken_wake`` in SQL (parameters: the request's seq, its time, the sid). The stopped
+#: flag says whether the checkpoint or a stop request before this one stopped the session.
+#: A session without a checkpoint has no stop reason: nothing to wake.
+MARK_WOKEN = """
+UPDATE sessions SET next_wake_at = ?2
+WHERE coalesce(checkpoint_seq, 0) < ?1 AND sid = ?3 AND stop_reason = 'deferred' AND stopped = 0
+    AND (next_wake_at IS NULL OR ?2 < next_wake_at)
+"""
 UPDATE_SUMMARY = """
 UPDATE sessions SET
     checkpoint_seq = ?, turns = ?, cost_usd = ?, stop_reason = ?, next_wake_at = ?, updated_at = ?,

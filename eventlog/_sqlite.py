@@ -360,7 +360,8 @@ class SqliteEventLog:
         return [sql.listed_from_row(row) for row in rows]
 
     async def due_sessions(self, now: datetime) -> list[SessionSummary]:
-        """Sessions whose latest checkpoint is ``deferred`` with ``next_wake_at <= now``.
+        """Sessions whose latest checkpoint is ``deferred`` with ``next_wake_at <= now`` (the
+        summary's, which a wake request moves earlier).
 
         Earliest wake time first; an indexed read.
         """

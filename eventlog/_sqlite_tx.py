@@ -106,11 +106,14 @@ def encode(
         if event.kind == EventKind.CHECKPOINT:
             updates[len(rows) - 1] = (sql.UPDATE_SUMMARY, sql.checkpoint_params(event))
         elif event.kind == EventKind.CONTROL:
-            paused, stopped = control_marks(event.payload)
-            if stopped:
+            # one request marks at most one thing; the statements apply each in append order
+            marks = control_marks(event)
+            if marks.stopped:
                 updates[len(rows) - 1] = (sql.MARK_STOPPED, ())
-            elif paused is not None:
-                updates[len(rows) - 1] = (sql.MARK_PAUSED, (int(paused),))
+            elif marks.paused is not None:
+                updates[len(rows) - 1] = (sql.MARK_PAUSED, (int(marks.paused),))
+            elif marks.woken_at is not None:
+                updates[len(rows) - 1] = (sql.MARK_WOKEN, (sql.timestamp(marks.woken_at),))
     return rows, updates
 
 

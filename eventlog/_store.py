@@ -76,6 +76,9 @@ class SessionSummary:
     event) has ``checkpoint_seq`` 0, no turns, no cost and no stop reason, and ``updated_at``
     is the time of its newest event.
 
+    ``next_wake_at``: the wake time of a deferred session, its latest checkpoint's, or the
+    time of a wake request appended after that checkpoint when it is earlier (a wake makes the
+    session due at once; the checkpoint keeps its own time; a stopped session is not woken).
     ``paused``: the run was parked by a pause, or a pause request came after the latest
     checkpoint (a ``resume`` request clears it). ``stopped``: the session was stopped on
     purpose, by its checkpoint or a stop request after it (never due; resuming needs force).
@@ -226,14 +229,18 @@ class EventLog(Protocol):
         ``updated_at`` the time of its newest event. ``holder`` is a live lease's holder.
         ``paused`` and ``stopped`` also count the control requests appended after the latest
         checkpoint, or since the first event when there is none (a stop or pause of a session
-        that is not running shows at once). ``checkpoint`` is the latest checkpoint's payload
-        (None without one, or when it cannot be read back: the others are listed all the same).
+        that is not running shows at once), and a wake request after a ``deferred`` checkpoint
+        moves ``next_wake_at`` to its time when that is earlier (see :class:`SessionSummary`).
+        ``checkpoint`` is the latest checkpoint's payload (None without one, or when it cannot
+        be read back: the others are listed all the same).
         """
         ...
 
     async def due_sessions(self, now: datetime) -> list[SessionSummary]:
         """Sessions whose latest checkpoint is ``deferred`` with ``next_wake_at <= now``.
 
+        ``next_wake_at`` is the summary's: a wake request after the checkpoint makes the session
+        due from the request's time on (at once), not at the checkpoint's wake time.
         A session that was stopped on purpose (its latest checkpoint says so, or a stop request
         came after it) is never due. A paused one is (``summary.paused``): the caller decides.
         """
@@ -294,9 +301,11 @@ class EventLog(Protocol):
     ) -> list[Claim]:
         """Take the lease of up to ``limit`` due sessions nobody holds, in one atomic step.
 
-        Due: the latest checkpoint is ``deferred`` with ``next_wake_at <= now``, and the session
-        is neither stopped nor paused. Not held: no lease, an expired one, or one whose holder
-        is gone by the takeover rules of :meth:`acquire_lease`. Earliest ``next_wake_at`` first.
+        Due: the latest checkpoint is ``deferred`` with ``next_wake_at <= now`` (the summary's:
+        a wake request after the checkpoint makes it the request's time, when earlier), and the
+        session is neither stopped nor paused. Not held: no lease, an expired one, or one whose
+        holder is gone by the takeover rules of :meth:`acquire_lease`. Earliest ``next_wake_at``
+        first.
         With ``interrupted``, also sessions whose latest checkpoint has no stop reason (a run
         that crashed) and that nobody holds, after the due ones, oldest first. Two claimers
         never get the same session while a lease on it is live.

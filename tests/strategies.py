@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 from hypothesis import strategies as st
 
-from eventlog import Event, EventKind, Payload, SessionKey
+from eventlog import Checkpoint, Control, Event, EventKind, Payload, SessionKey, UserMessage
 from eventlog._events import PAYLOAD_TYPES
 
 #: Short unicode text (no surrogates): names, messages, ids.
@@ -113,3 +113,42 @@ stored_events = st.builds(
     st.integers(min_value=1, max_value=2**62),
     st.text(alphabet="0123456789abcdef", min_size=24, max_size=24),
 )
+
+
+def summary_events(key: SessionKey, base: datetime) -> st.SearchStrategy[Event]:
+    """Events of session ``key`` that move its summary, at times a few minutes around
+    ``base``: checkpoints (mostly deferred, else completed or mid-run; with a wake time or
+    none; now and then stopped or paused), control requests (mostly wakes; stops, pauses,
+    resumes) and, moving nothing, a user message. Weighted so that a few events often hold a
+    deferred checkpoint and a wake after it, the case with the most rules."""
+    near = st.integers(min_value=-3, max_value=3).map(lambda m: base + timedelta(minutes=m))
+    rarely = st.sampled_from([False, False, False, True])
+    checkpoint = st.builds(
+        lambda turns, reason, wake, stopped, paused, at: Event.create(
+            key,
+            Checkpoint(
+                turns, 10, 5, 0.25, "go", stop_reason=reason, next_wake_at=wake,
+                stopped=stopped, paused=paused,
+            ),
+            at=at,
+        ),
+        st.integers(min_value=1, max_value=9),
+        st.sampled_from(["deferred", "deferred", "deferred", None, "completed"]),
+        _weighted([near, near, near, st.none()]),
+        rarely,
+        rarely,
+        near,
+    )  # fmt: skip
+    control = st.builds(
+        lambda action, at: Event.create(key, Control(action), at=at),
+        st.sampled_from(["wake", "wake", "wake", "stop", "pause", "resume"]),
+        near,
+    )
+    message = near.map(lambda at: Event.create(key, UserMessage("hi", 1), at=at))
+    return _weighted([checkpoint, checkpoint, control, control, control, message])
+
+
+def _weighted(choices: list[st.SearchStrategy[Any]]) -> st.SearchStrategy[Any]:
+    """One of ``choices``, each as often as it is listed (``st.one_of`` counts a strategy
+    listed twice once)."""
+    return st.sampled_from(choices).flatmap(lambda chosen: chosen)

@@ -84,11 +84,6 @@ class TestWakeASleepingRun:
 
 
 class TestDaemonRunsAWokenSession:
-    @pytest.mark.xfail(
-        strict=True,
-        reason="the stores do not make a deferred session due on a wake request: "
-        "eventlog._rules.control_marks ignores 'wake' (see the report of this change)",
-    )
     def test_a_daemon_runs_a_woken_session_at_once(self, agent_dir: Path) -> None:
         """A session deferred for an hour, woken: the daemon's next pass runs it."""
         napping(agent_dir, "d1")

@@ -280,6 +280,21 @@ class TestClaims:
             with anyio.fail_after(SOON):
                 await watch.wait()
 
+    async def test_a_wake_from_another_process_is_claimed_at_once(
+        self, log: PostgresEventLog, other: PostgresEventLog, clock: FakeClock
+    ) -> None:
+        """A daemon waits (watch(None)) with nothing due, a session deferred for an hour:
+        another process's wake request wakes it, and its next claim takes that session."""
+        later = clock.now + timedelta(hours=1)
+        await log.append([checkpoint(A, stop_reason="deferred", next_wake_at=later)])
+        assert [] == await log.claim_due(clock.now, holder("daemon"), ttl=60, limit=5)
+        async with log.watch() as watch:
+            await other.append([Event.create(A, Control("wake"), at=clock.now)])
+            with anyio.fail_after(SOON):
+                await watch.wait()
+            claims = await log.claim_due(clock.now, holder("daemon"), ttl=60, limit=5)
+        assert [(A, clock.now)] == [(c.summary.key, c.summary.next_wake_at) for c in claims]
+
     async def test_renew_leases_leaves_out_the_lost_ones(
         self, log: PostgresEventLog, clock: FakeClock
     ) -> None:

@@ -10,10 +10,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from eventlog import Checkpoint, Event, LeaseHolder, Note, SessionKey, SessionSummary
+from eventlog import Checkpoint, Control, Event, LeaseHolder, Note, SessionKey, SessionSummary
 from eventlog._process import process_start
 from eventlog._rules import (
+    NO_MARKS,
+    Marks,
     as_utc,
+    control_marks,
     is_due,
     lease_expiry,
     may_take_lease,
@@ -21,6 +24,7 @@ from eventlog._rules import (
     prunable,
     summary_before_checkpoint,
     summary_of,
+    with_marks,
 )
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
@@ -194,6 +198,113 @@ class TestIsDue:
     def test_cases(self, reason: str | None, wake: datetime | None, expected: bool) -> None:
         """Only a deferred session whose wake time is now or past is due."""
         assert expected == is_due(self.summary(reason, wake), NOW)
+
+
+def request(action: str, at: datetime = NOW) -> Event:
+    return Event.create(KEY, Control(action), at=at)
+
+
+class TestControlMarks:
+    """control_marks: what the control requests after a checkpoint say, one request at a time."""
+
+    @pytest.mark.parametrize(
+        ("action", "expected"),
+        [
+            ("stop", Marks(stopped=True)),
+            ("pause", Marks(paused=True)),
+            ("resume", Marks(paused=False)),
+            ("wake", Marks(woken_at=NOW)),
+            ("dance", NO_MARKS),
+        ],
+    )
+    def test_one_request(self, action: str, expected: Marks) -> None:
+        """A stop stops, a pause or resume sets paused, a wake asks for its own time; an
+        action no store knows says nothing."""
+        assert expected == control_marks(request(action))
+
+    def test_other_events_say_nothing(self) -> None:
+        """Only a control request marks a summary."""
+        before = Marks(paused=True, woken_at=NOW)
+        assert before is control_marks(Event.create(KEY, Note("hi")), before)
+
+    def test_marks_add_up_in_order(self) -> None:
+        """A stop sticks, the last pause or resume wins, the earliest wake wins."""
+        marks = NO_MARKS
+        for action, at in [("wake", LATER), ("pause", NOW), ("stop", NOW), ("resume", NOW)]:
+            marks = control_marks(request(action, at), marks)
+        assert Marks(paused=False, stopped=True, woken_at=LATER) == marks
+        assert Marks(paused=True, woken_at=NOW) == control_marks(
+            request("wake", NOW), Marks(paused=True, woken_at=LATER)
+        )
+        assert Marks(woken_at=NOW) == control_marks(request("wake", LATER), Marks(woken_at=NOW))
+
+    def test_a_wake_after_a_stop_says_nothing(self) -> None:
+        """A stopped session is not woken: the stop came first."""
+        assert Marks(stopped=True) == control_marks(request("wake"), Marks(stopped=True))
+
+    def test_a_wake_time_is_utc(self) -> None:
+        """A request made in another zone, or naive (UTC), wakes at that instant, in UTC."""
+        there = NOW.astimezone(timezone(timedelta(hours=-5)))
+        woken = control_marks(request("wake", there)).woken_at
+        assert (NOW, UTC) == (woken, woken.tzinfo if woken else None)
+        naive = NOW.replace(tzinfo=None)
+        assert Marks(woken_at=NOW) == control_marks(request("wake", naive))
+
+
+class TestWithMarks:
+    """with_marks: a summary as the control requests after its checkpoint leave it."""
+
+    def summary(
+        self, reason: str | None, wake: datetime | None, *, stopped: bool = False
+    ) -> SessionSummary:
+        return SessionSummary(KEY, 1, 0.0, reason, wake, NOW, 1, stopped=stopped)
+
+    def test_no_marks_no_change(self) -> None:
+        """Without a request the summary is the checkpoint's."""
+        summary = self.summary("deferred", LATER)
+        assert summary is with_marks(summary, NO_MARKS)
+
+    def test_pause_and_stop(self) -> None:
+        """A stop request adds to the checkpoint's stop; a pause or resume replaces its pause."""
+        paused = attrs.evolve(self.summary(None, None), paused=True)
+        marked = with_marks(paused, Marks(paused=False, stopped=True))
+        assert (False, True) == (marked.paused, marked.stopped)
+        assert with_marks(paused, Marks(stopped=True)).paused  # a stop alone leaves the pause
+
+    @pytest.mark.parametrize(
+        ("reason", "wake", "woken", "expected"),
+        [
+            ("deferred", LATER, NOW, NOW),
+            ("deferred", NOW, LATER, NOW),
+            ("deferred", NOW, NOW, NOW),
+            ("deferred", None, NOW, NOW),
+            ("completed", LATER, NOW, LATER),
+            (None, LATER, NOW, LATER),
+            (None, None, NOW, None),
+            ("deferred", LATER, None, LATER),
+        ],
+    )
+    def test_a_wake_moves_a_deferred_session_earlier(
+        self,
+        reason: str | None,
+        wake: datetime | None,
+        woken: datetime | None,
+        expected: datetime | None,
+    ) -> None:
+        """A deferred session's wake time becomes the wake request's when that is earlier (a
+        deferred checkpoint without a time waits for ever: any time is earlier); any other
+        session's stays."""
+        marked = with_marks(self.summary(reason, wake), Marks(woken_at=woken))
+        assert expected == marked.next_wake_at
+
+    def test_a_session_its_checkpoint_stopped_is_not_woken(self) -> None:
+        """A checkpoint that says stopped came before the wake: it keeps its time."""
+        stopped = self.summary("deferred", LATER, stopped=True)
+        assert stopped == with_marks(stopped, Marks(woken_at=NOW))
+
+    def test_a_woken_session_is_due(self) -> None:
+        """What the daemon asks: woken now, due now."""
+        assert is_due(with_marks(self.summary("deferred", LATER), Marks(woken_at=NOW)), NOW)
 
 
 class TestSummaryBeforeCheckpoint:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
-from datetime import UTC, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import anyio
@@ -32,10 +32,20 @@ from eventlog import (
     StoreUnavailable,
     ToolResult,
     UserMessage,
+    new_event_id,
 )
-from eventlog._rules import checkpoint_of
+from eventlog._rules import (
+    NO_MARKS,
+    checkpoint_of,
+    control_marks,
+    is_due,
+    summary_before_checkpoint,
+    summary_of,
+    with_marks,
+)
+from tests.eventlog.conftest import FakeClock
 from tests.eventlog.helpers import add, add_fenced
-from tests.strategies import events
+from tests.strategies import events, summary_events
 
 pytestmark = pytest.mark.anyio
 
@@ -43,6 +53,9 @@ A = SessionKey("app", "ops", "a")
 B = SessionKey("app", "ops", "b")
 C = SessionKey("app", "ops", "c")
 D = SessionKey("app", "ops", "d")
+
+#: The fake clock's time, for strategies drawn before a test has its clock.
+START = FakeClock().now
 
 
 def user(key: SessionKey, text: str = "hello", turn: int = 1) -> Event:
@@ -65,8 +78,34 @@ def control(key: SessionKey, action: str) -> Event:
     return Event.create(key, Control(action))
 
 
+def deferred(key: SessionKey, wake_at: datetime | None, turns: int = 1, **fields: Any) -> Event:
+    """A checkpoint of a session that deferred itself until ``wake_at``."""
+    return checkpoint(key, turns, stop_reason="deferred", next_wake_at=wake_at, **fields)
+
+
+def wake(key: SessionKey, at: datetime) -> Event:
+    """A wake request made at ``at``."""
+    return Event.create(key, Control("wake"), at=at)
+
+
 def holder(name: str, host: str = "elsewhere", pid: int = 4242) -> LeaseHolder:
     return LeaseHolder(host=host, pid=pid, token=name)
+
+
+def folded(key: SessionKey, appended: list[Event]) -> SessionSummary:
+    """The summary of ``key`` as the pure rules fold it from its events (with their seqs):
+    the latest checkpoint's, marked by the control requests after it."""
+    latest: Event | None = None
+    marks = NO_MARKS
+    for event in appended:
+        if event.kind is EventKind.CHECKPOINT:
+            latest, marks = event, NO_MARKS
+        else:
+            marks = control_marks(event, marks)
+    if latest is None:
+        return with_marks(summary_before_checkpoint(key, appended[-1].at), marks)
+    summary = attrs.evolve(summary_of(latest), checkpoint=checkpoint_of(latest))
+    return with_marks(summary, marks)
 
 
 class TestAppend:
@@ -470,6 +509,163 @@ class TestDueSessions:
         past = clock.now - timedelta(hours=1)
         await store.append([checkpoint(A, next_wake_at=past)])
         assert [] == await store.due_sessions(clock.now)
+
+
+class TestWakeRequests:
+    """A wake request after a deferred checkpoint makes the session due at once: its summary's
+    wake time becomes the request's time when that is earlier; the log is left as it is."""
+
+    async def test_a_wake_makes_a_deferred_session_due_and_claimable(
+        self, store: EventLog, clock
+    ) -> None:
+        """A session deferred for an hour and woken is due, and claimed, now; one deferred
+        as long and not woken is not."""
+        later = clock.now + timedelta(hours=1)
+        await store.append([deferred(A, later), deferred(B, later)])
+        await store.append([wake(A, clock.now)])
+        due = await store.due_sessions(clock.now)
+        assert [(A, clock.now)] == [(s.key, s.next_wake_at) for s in due]
+        claims = await store.claim_due(clock.now, holder("me"), 30, limit=5)
+        assert [(A, clock.now)] == [(c.summary.key, c.summary.next_wake_at) for c in claims]
+
+    async def test_a_wake_is_not_due_before_its_own_time(self, store: EventLog, clock) -> None:
+        """The request's time is the wake time: not due before it, due from it on."""
+        await store.append([deferred(A, clock.now + timedelta(hours=1))])
+        await store.append([wake(A, clock.now + timedelta(minutes=1))])
+        assert [] == await store.due_sessions(clock.now)
+        assert [] == await store.claim_due(clock.now, holder("me"), 30, limit=5)
+        clock.advance(60)
+        assert [A] == [s.key for s in await store.due_sessions(clock.now)]
+        assert [A] == [
+            c.summary.key for c in await store.claim_due(clock.now, holder("me"), 30, limit=5)
+        ]
+
+    async def test_a_wake_never_moves_the_wake_time_later(self, store: EventLog, clock) -> None:
+        """A wake later than the wake time leaves it; of several wakes, the earliest wins."""
+        soon, past = clock.now + timedelta(minutes=5), clock.now - timedelta(minutes=5)
+        await store.append([deferred(A, past), deferred(B, clock.now + timedelta(hours=1))])
+        await store.append([wake(A, clock.now), wake(B, soon)])
+        await store.append([wake(B, clock.now + timedelta(minutes=30)), wake(A, clock.now)])
+        wakes = {s.key: s.next_wake_at for s in await store.sessions()}
+        assert {A: past, B: soon} == wakes
+
+    async def test_a_deferred_session_without_a_wake_time_is_woken(
+        self, store: EventLog, clock
+    ) -> None:
+        """A session deferred with no wake time waits for ever, or until a wake, in another
+        batch or in its checkpoint's."""
+        await store.append([deferred(A, None), deferred(B, None), wake(B, clock.now)])
+        assert [B] == [s.key for s in await store.due_sessions(clock.now)]
+        await store.append([wake(A, clock.now)])
+        wakes = {s.key: s.next_wake_at for s in await store.sessions()}
+        assert {A: clock.now, B: clock.now} == wakes
+
+    async def test_a_wake_of_a_session_not_deferred_changes_nothing(
+        self, store: EventLog, clock
+    ) -> None:
+        """Completed, running (even with a wake time), or without a checkpoint: a wake leaves
+        the summary as it was (but that the wake is the newest event of a session without a
+        checkpoint), and the session is neither due nor claimed."""
+        past = clock.now - timedelta(hours=1)
+        await store.append(
+            [checkpoint(A, stop_reason="completed"), checkpoint(B, next_wake_at=clock.now), user(C)]
+        )
+        before = {s.key: s for s in await store.sessions()}
+        await store.append([wake(A, past), wake(B, past), wake(C, past)])
+        expected = {**before, C: attrs.evolve(before[C], updated_at=past)}
+        assert expected == {s.key: s for s in await store.sessions()}
+        assert [] == await store.due_sessions(clock.now)
+        assert [] == await store.claim_due(clock.now, holder("me"), 30, limit=5)
+
+    async def test_a_stopped_session_stays_not_due(self, store: EventLog, clock) -> None:
+        """Stopped by its checkpoint, or by a request before the wake or after it in the same
+        batch: never due nor claimed; a wake after the stop leaves the wake time as it was."""
+        later = clock.now + timedelta(hours=1)
+        await store.append(
+            [deferred(A, later, stopped=True), deferred(B, later), deferred(C, later)]
+        )
+        await store.append([control(B, "stop")])
+        await store.append(
+            [wake(A, clock.now), wake(B, clock.now), wake(C, clock.now), control(C, "stop")]
+        )
+        assert [] == await store.due_sessions(clock.now)
+        assert [] == await store.claim_due(clock.now, holder("me"), 30, limit=5)
+        wakes = {s.key: (s.next_wake_at, s.stopped) for s in await store.sessions()}
+        assert {A: (later, True), B: (later, True), C: (clock.now, True)} == wakes
+
+    async def test_a_paused_session_woken_is_due_but_not_claimed(
+        self, store: EventLog, clock
+    ) -> None:
+        """A wake does not undo a pause: due (the caller decides), not claimed."""
+        await store.append([deferred(A, clock.now + timedelta(hours=1)), control(A, "pause")])
+        await store.append([wake(A, clock.now)])
+        assert [(A, True)] == [(s.key, s.paused) for s in await store.due_sessions(clock.now)]
+        assert [] == await store.claim_due(clock.now, holder("me"), 30, limit=5)
+
+    async def test_the_checkpoint_in_the_log_keeps_its_wake_time(
+        self, store: EventLog, clock
+    ) -> None:
+        """Only the summary moves: the latest checkpoint, read or listed, says its own time."""
+        later = clock.now + timedelta(hours=1)
+        await store.append([deferred(A, later)])
+        await store.append([wake(A, clock.now)])
+        latest = await store.latest_checkpoint(A)
+        assert latest is not None
+        (listed,) = await store.sessions()
+        assert listed.checkpoint is not None
+        assert (later, later, clock.now) == (
+            checkpoint_of(latest).next_wake_at,
+            listed.checkpoint.next_wake_at,
+            listed.next_wake_at,
+        )
+
+    async def test_a_later_checkpoint_replaces_the_woken_summary(
+        self, store: EventLog, clock
+    ) -> None:
+        """The run the wake started defers again: its checkpoint's wake time is the summary's."""
+        await store.append([deferred(A, clock.now + timedelta(hours=1))])
+        await store.append([wake(A, clock.now)])
+        again = clock.now + timedelta(hours=2)
+        await store.append([deferred(A, again, turns=2)])
+        assert [again] == [s.next_wake_at for s in await store.sessions()]
+        assert [] == await store.due_sessions(clock.now)
+
+    async def test_a_wake_in_the_batch_of_its_checkpoint(self, store: EventLog, clock) -> None:
+        """Marks come in append order: a wake after a deferred checkpoint in one batch wakes
+        it, one before it is the checkpoint's to say."""
+        later = clock.now + timedelta(hours=1)
+        await store.append([deferred(A, later), wake(A, clock.now)])
+        await store.append([wake(B, clock.now), deferred(B, later)])
+        wakes = {s.key: s.next_wake_at for s in await store.sessions()}
+        assert {A: clock.now, B: later} == wakes
+        assert [A] == [s.key for s in await store.due_sessions(clock.now)]
+
+
+class TestSummaryIsTheLogFolded:
+    """Every store keeps the summary the pure rules fold from the session's events."""
+
+    @settings(
+        max_examples=200,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )
+    @given(
+        batches=st.lists(
+            st.lists(summary_events(A, START), min_size=1, max_size=3), min_size=1, max_size=6
+        )
+    )
+    async def test_any_history_in_any_batches(
+        self, store: EventLog, clock, batches: list[list[Event]]
+    ) -> None:
+        """Checkpoints, stops, pauses, resumes and wakes, appended in batches of any shape:
+        the listed summary, and whether it is due, are the fold of ``_rules`` over the log."""
+        key = SessionKey("app", "fold", new_event_id())  # a session of this example alone
+        batches = [[attrs.evolve(event, key=key) for event in batch] for batch in batches]
+        appended = [event for batch in batches for event in await add(store, batch)]
+        expected = folded(key, appended)
+        assert [expected] == [s for s in await store.sessions() if s.key == key]
+        due = [s.key for s in await store.due_sessions(clock.now) if s.key == key]
+        assert is_due(expected, clock.now) == (due == [key])
 
 
 class TestLeases:
