@@ -256,11 +256,15 @@ def _free(spec: AgentSpec) -> bool:
 
 
 def _pricing(spec: AgentSpec, where: str) -> list[Problem]:
-    """A cost cap has prices to count with."""
+    """A cost cap has prices to count with: a cap that could never trip is an error, as the
+    library's run_autonomous refuses it (the same rule everywhere)."""
     cap = float(spec.budgets.get("max_cost_usd", 0))
     if cap and _free(spec) and spec.pricing is None:
-        message = "never trips: this model costs nothing unless [pricing] gives it prices"
-        return [_problem(spec, "warning", where, "budgets.max_cost_usd", message)]
+        message = (
+            "never trips: this model costs nothing unless [pricing] gives it prices; add"
+            " [pricing] or remove max_cost_usd"
+        )
+        return [_problem(spec, "error", where, "budgets.max_cost_usd", message)]
     why = unpriced_cap(spec, cap)
     return [] if why is None else [_problem(spec, "error", where, "budgets.max_cost_usd", why)]
 

@@ -164,11 +164,12 @@ class TestUnpricedBudgets:
         )
         assert [] == [p for p in validate(priced) + validate(listed) if p.severity == "error"]
 
-    def test_a_scripted_model_is_free_a_warning_says_so(self, in_process: Path) -> None:
-        """A scripted model costs nothing without [pricing]: a warning, not an error."""
+    def test_a_scripted_model_is_free_its_cap_is_an_error(self, in_process: Path) -> None:
+        """A scripted model costs nothing without [pricing]: a dollar cap could never trip,
+        an error as in the library."""
         path = write_spec(in_process, "f", "quick", extra="max_cost_usd = 1")
         found = {p.where.split(": ")[-1]: p for p in validate(path)}
-        assert "warning" == found["budgets.max_cost_usd"].severity
+        assert "error" == found["budgets.max_cost_usd"].severity
         assert "[pricing]" in found["budgets.max_cost_usd"].message
 
     def test_run_refuses_it_before_writing(self, agent_dir: Path) -> None:
