@@ -21,6 +21,7 @@ from eventlog import (
 
 from ._errors import ConfigurationError, RunFinished
 from ._inbox import Inbox, InboxMessage, Wake
+from ._progress import Paused, Resumed
 from ._result import AutonomousStatus
 
 if TYPE_CHECKING:
@@ -129,7 +130,7 @@ class RunControls:
         self.parked = True
         self.status = AutonomousStatus.PAUSED
         self._notify()
-        await self.observer.paused(turn)
+        await self.observer.emit(Paused(turn))
         try:
             with clock.move_on_after(pause_max or None) as scope:
                 while self.paused:
@@ -142,7 +143,7 @@ class RunControls:
         if scope.cancelled_caught:
             self.observer.log.warning("pause_max_exceeded", turn=turn, pause_max=pause_max)
             return False
-        await self.observer.resumed(turn)
+        await self.observer.emit(Resumed(turn))
         return True
 
     def set_paused(self, paused: bool) -> bool:

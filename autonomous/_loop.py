@@ -29,6 +29,7 @@ from ._exit_tools import ControlTools
 from ._inbox import InboxMessage, inbox_block
 from ._observer import Observer
 from ._options import RunOptions
+from ._progress import Sleeping, TurnFinished, TurnStarted, Woke
 from ._restore import INTERRUPTED
 from ._result import RetryDecision, RunResult, StopReason
 from ._results import error_record
@@ -149,14 +150,14 @@ async def _wait_resumed(deps: LoopDeps, state: RunState, wake_at: datetime) -> N
     sleeping one wake by the same rules.
     """
     assert deps.controls.wake is not None
-    await deps.observer.sleeping(state.tally.totals.turns, wake_at)
+    await deps.observer.emit(Sleeping(state.tally.totals.turns, wake_at))
     deps.controls.set_idle(True)
     try:
         await SleepScheduler(clock=deps.opts.clock).wait(ScheduleEvent(wake_at), deps.controls.wake)
     finally:
         deps.controls.set_idle(False)
     state.next_wake_at = None
-    await deps.observer.woke(state.tally.totals.turns)
+    await deps.observer.emit(Woke(state.tally.totals.turns))
 
 
 def _budget(deps: LoopDeps, state: RunState) -> StopReason | None:
@@ -249,8 +250,8 @@ async def _turn(deps: LoopDeps, state: RunState, runner: TurnRunner, turn: int) 
         state.tally.totals = state.tally.totals.add_turn()
         deps.conv.begin_turn(prompt, turn, tuple(m.message_id for m in batch))
     caller = _turn_caller(batch)
-    await deps.observer.turn_started(
-        turn, state.failed_attempts + 1, inbox=len(batch), resumed=resumed is not None
+    await deps.observer.emit(
+        TurnStarted(turn, state.failed_attempts + 1), inbox=len(batch), resumed=resumed is not None
     )
     budget: StopReason | None = None
     error: BaseException | None = None
@@ -324,8 +325,12 @@ async def _settle(
     elif isinstance(step, Continue | Wait):
         state.next_prompt = step.prompt
     await _report_finished(deps, state, attempt, error if failed else None)
-    if isinstance(step, Finish) or (not failed and _exits_next(deps, state, step)):
-        return step  # the exit's checkpoint, written next, closes this turn too
+    # A cap that ends the run before the next turn ends it here, as that check would.
+    reason = _budget(deps, state) if isinstance(step, Continue) and not failed else None
+    if reason is not None:
+        step = Finish(reason)
+    if isinstance(step, Finish):
+        return step  # the exit's checkpoint, written next, is this turn's (one commit)
     wake = step.schedule.wake_at if isinstance(step, Wait) else None
     await deps.checkpoint(None, next_wake_at=wake)
     return step
@@ -357,7 +362,7 @@ async def _report_finished(
 ) -> None:
     calls = state.tally.totals.model_calls - attempt.calls_before
     failure = None if error is None else type(error).__name__
-    await deps.observer.turn_finished(attempt.turn, calls, failure)
+    await deps.observer.emit(TurnFinished(attempt.turn, calls, failure))
 
 
 async def _deliver_before_done(
@@ -396,13 +401,6 @@ def _clamped(deps: LoopDeps, step: Wait) -> Wait:
         "wake_clamped", requested=step.schedule.wake_at.isoformat(), wake_at=wake_at.isoformat()
     )
     return attrs.evolve(step, schedule=attrs.evolve(step.schedule, wake_at=wake_at))
-
-
-def _exits_next(deps: LoopDeps, state: RunState, step: Step) -> bool:
-    """Whether the loop will exit on a budget before the next turn (a commit saved)."""
-    if not isinstance(step, Continue):
-        return False
-    return turn_budget(deps.opts, state.tally.totals, deps.elapsed()) is not None
 
 
 def _retry_decision(deps: LoopDeps, error: BaseException, attempt: int) -> RetryDecision:
@@ -446,7 +444,7 @@ async def _wait(deps: LoopDeps, state: RunState, step: Wait) -> RunResult | None
     assert deps.opts.scheduler is not None and deps.controls.wake is not None
     event = step.schedule  # clamped to max_defer already, before its checkpoint
     state.next_wake_at = event.wake_at
-    await deps.observer.sleeping(event.turn, event.wake_at)
+    await deps.observer.emit(Sleeping(event.turn, event.wake_at))
     deps.controls.set_idle(True)
     try:
         outcome = await deps.opts.scheduler.wait(event, deps.controls.wake)
@@ -463,7 +461,7 @@ async def _wait(deps: LoopDeps, state: RunState, step: Wait) -> RunResult | None
     if isinstance(outcome, Defer):
         return await deps.exit(StopReason.DEFERRED)
     state.next_wake_at = None
-    await deps.observer.woke(event.turn)
+    await deps.observer.emit(Woke(event.turn))
     return None
 
 

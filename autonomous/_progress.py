@@ -170,9 +170,10 @@ class ProgressHub:
     _closed: bool = attrs.field(default=False, init=False)
 
     @property
-    def active(self) -> bool:
-        """Whether someone listens; callers skip building events otherwise."""
-        return self._callback is not None or bool(self._readers)
+    def readers(self) -> int:
+        """How many stream readers are subscribed (one that left is dropped at the next
+        event)."""
+        return len(self._readers)
 
     async def emit(self, turn: int, event: ProgressEvent) -> None:
         """Hand ``event`` to every consumer without letting any of them break the loop."""

@@ -41,6 +41,7 @@ from ._loop import LoopDeps, run_loop
 from ._models._litellm import LiteLLMModel
 from ._observer import Observer
 from ._options import RunOptions, budgets_of, with_budgets
+from ._progress import CheckpointWritten, RunExited
 from ._restore import INTERRUPTED, describe, load_history, restore, undelivered
 from ._result import AutonomousStatus, RunResult, StopReason
 from ._results import error_record
@@ -520,7 +521,7 @@ class Run:
         else:
             await self.conv.flush()
         reason = stop_reason.value if stop_reason else None
-        await self.observer.checkpoint_written(checkpoint.turns, reason)
+        await self.observer.emit(CheckpointWritten(checkpoint.turns, reason))
 
     def _checkpoint_of(
         self, stop_reason: StopReason | None, *, next_wake_at: datetime | None = None
@@ -574,7 +575,13 @@ class Run:
         if pending:
             self.log.warning("inbox_undelivered", messages=len(pending))
         self.controls.status = AutonomousStatus(status_for(reason, self.controls.stop_requested))
-        await self.observer.run_exited(reason.value, state.tally.totals)
+        spent = state.tally.totals
+        await self.observer.emit(
+            RunExited(spent.turns, reason.value),
+            input_tokens=spent.input_tokens,
+            output_tokens=spent.output_tokens,
+            cost_usd=spent.cost_usd,
+        )
         assert self.result is not None
         return self.result
 

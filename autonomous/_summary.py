@@ -30,6 +30,7 @@ from ._errors import TurnTimeout
 from ._model import Message, Model, ModelResponse
 from ._observer import Observer
 from ._options import RunOptions
+from ._progress import HistorySummarized, ModelCalling
 from ._turn import Tally
 
 #: What the summary model is told to do.
@@ -178,7 +179,17 @@ class Compactor:
         conv.record(summary)
         conv.set_summary(summary)
         await conv.flush()  # durable now: a resume sends this summary, never writes another
-        await self.observer.history_summarized(summary)
+        await self.observer.emit(
+            HistorySummarized(
+                turn,
+                summary.model,
+                summary.first_turn,
+                summary.last_turn,
+                summary.input_tokens,
+                summary.output_tokens,
+                summary.cost_usd,
+            )
+        )
 
     async def _ask(
         self,
@@ -190,7 +201,7 @@ class Compactor:
         """The summary model's summary, its call a span of ``turn``; raises when the call
         fails, gives no text or outlives ``per_turn_timeout``."""
         model, limit = self.summarizer.model, self.opts.per_turn_timeout
-        await self.observer.model_calling(turn, model.name)
+        await self.observer.emit(ModelCalling(turn, model.name))
         with self.observer.model_span(turn, model, request) as span:
             with self.opts.clock.move_on_after(limit or None):
                 response = await model.complete(request, [])

@@ -20,6 +20,7 @@ from ._exit_tools import ControlTools
 from ._model import Message, Model, ModelResponse, ToolCall
 from ._observer import Observer
 from ._options import RunOptions
+from ._progress import ModelCalled, ModelCalling, ToolCalled, ToolCalling
 from ._restore import INTERRUPTED
 from ._result import StopReason
 from ._results import ToolInterrupted, ToolOutcome, format_error, render_result
@@ -135,7 +136,7 @@ class TurnRunner:
 
     async def _call_model(self, turn: int) -> ModelResponse:
         """One model call on the conversation so far: counted, recorded and reported."""
-        await self.observer.model_calling(turn, self.model.name)
+        await self.observer.emit(ModelCalling(turn, self.model.name))
         messages = self.conv.messages
         with self.observer.model_span(turn, self.model, messages) as span:
             try:
@@ -167,7 +168,7 @@ class TurnRunner:
         if self.control.handles(call.name) or rerun:
             return False
         self.conv.add_tool_result(call.id, call.name, INTERRUPTED, ToolOutcome.INTERRUPTED, turn)
-        await self.observer.tool_called(turn, call.name, ToolOutcome.INTERRUPTED)
+        await self.observer.emit(ToolCalled(turn, call.name, ToolOutcome.INTERRUPTED))
         return True
 
     def _check_budgets(self, calls: int) -> None:
@@ -227,18 +228,21 @@ class TurnRunner:
         """Record the answer: in the conversation, then in the log with what came before it
         (one append per model call, before any of its tools runs); report it.
 
-        The turn's last answer (no tool calls) is left for the checkpoint that follows it,
-        and goes in with it, one commit for both, when nothing that could wait runs in
-        between: no progress consumer, whose events would come first. Only synchronous
-        bookkeeping separates the two then.
+        The turn's last answer (no tool calls) goes in with the checkpoint after the turn,
+        one commit for both, whoever listens; listeners hear of it once that is written (the
+        commit rule: :mod:`autonomous._observer`).
         """
         conv = self.conv
         conv.add_answer(response, turn, cost)
-        if response.tool_calls or self.observer.listening:
+        if response.tool_calls:
             await conv.flush()
+        else:
+            self.observer.hold()
+        u = response.usage
         model = response.model or self.model.name
-        await self.observer.model_called(
-            turn, model, response.usage, cost, tool_calls=len(response.tool_calls)
+        calls = len(response.tool_calls)
+        await self.observer.emit(
+            ModelCalled(turn, model, u.input_tokens, u.output_tokens, cost, calls)
         )
 
     def start_call_index(self, turn: int, index: int) -> None:
@@ -264,11 +268,11 @@ class TurnRunner:
         context = self._call_context(call, turn)
         if call.id in self._interrupted and await self._answer_interrupted(call, turn):
             return
-        await self.observer.tool_calling(turn, call.name)
+        await self.observer.emit(ToolCalling(turn, call.name))
         with self.observer.tool_span(turn, call) as span:
             answer = await self._answer(call, context, turn, caller)
             self.observer.tool_outcome(span, call.name, answer.outcome, answer.content)
-        await self.observer.tool_called(turn, call.name, answer.outcome)
+        await self.observer.emit(ToolCalled(turn, call.name, answer.outcome))
         if answer.fatal:
             raise ToolTimeoutError(answer.content.removeprefix("error: "))
         self.conv.add_tool_result(call.id, call.name, answer.content, answer.outcome, turn)

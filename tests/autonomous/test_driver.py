@@ -340,7 +340,8 @@ class TestEventLog:
     async def test_with_a_progress_reader_the_answer_is_logged_before_it_is_reported(
         self,
     ) -> None:
-        """A progress callback hears of the turn's last answer only once it is in the log."""
+        """A progress callback hears of the turn's last answer only once it is in the log:
+        with the checkpoint after it, one commit whoever listens."""
         ref = memory_session()
         logged: list[list[str]] = []
 
@@ -350,7 +351,7 @@ class TestEventLog:
 
         model = ScriptedModel([reply("a")])
         await run_autonomous(builder(model, session=ref), "go", max_turns=1, progress=progress)
-        assert [["user_message", "assistant_message"]] == logged
+        assert [["user_message", "assistant_message", "checkpoint"]] == logged
         assert ["user_message", "assistant_message", "checkpoint"] == await kinds(ref.log, ref)
 
     async def test_a_failed_turn_before_a_budget_exit_keeps_its_own_checkpoint(self) -> None:

@@ -283,13 +283,12 @@ class TestProgressStream:
         assert seen.events[:256] == await drain(idle)
 
     async def test_a_reader_that_leaves_is_dropped(self) -> None:
-        """A reader that closes its stream is dropped: nobody listens any more."""
-        listening: dict[int, bool] = {}
+        """A reader that closes its stream is dropped: nobody reads any more."""
+        readers: dict[int, int] = {}
         handle: list[Any] = []
 
         async def before_turn(turn: int) -> None:
-            # The observer builds progress events only while someone listens.
-            listening[turn] = handle[0]._run.observer.listening
+            readers[turn] = handle[0]._run.observer.hub.readers
 
         model = ScriptedModel([reply("one"), reply("two"), done(), reply("ok")])
         async with start_autonomous(builder(model), "go", before_turn=before_turn) as h:
@@ -300,18 +299,18 @@ class TestProgressStream:
             await stream.aclose()
             result = await h.wait()
         assert (StopReason.COMPLETED, TurnStarted(1, 1)) == (result.reason, first)
-        # Dropped at the first event sent after it left (turn 2's), so turn 3 builds none.
-        assert (True, False) == (listening[1], listening[3])
+        # Dropped at the first event sent after it left (turn 2's): none by turn 3.
+        assert (1, 0) == (readers[1], readers[3])
 
     async def test_a_reader_dropped_without_reading_is_dropped(self) -> None:
-        """A stream that is thrown away unread costs nothing: nobody listens any more."""
-        listening: dict[int, bool] = {}
+        """A stream that is thrown away unread is dropped: nobody reads any more."""
+        readers: dict[int, int] = {}
         handle: list[Any] = []
 
         async def before_turn(turn: int) -> None:
             if turn == 2:
                 gc.collect()
-            listening[turn] = handle[0]._run.observer.listening
+            readers[turn] = handle[0]._run.observer.hub.readers
 
         model = ScriptedModel([reply("one"), reply("two"), done(), reply("ok")])
         async with start_autonomous(builder(model), "go", before_turn=before_turn) as h:
@@ -320,7 +319,7 @@ class TestProgressStream:
             result = await h.wait()
         assert StopReason.COMPLETED == result.reason
         # As for a reader that closed its stream: dropped by the first event after it left.
-        assert (True, False) == (listening[1], listening[3])
+        assert (1, 0) == (readers[1], readers[3])
 
 
 # --------------------------------------------------------------------------- no content

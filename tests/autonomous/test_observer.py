@@ -1,5 +1,5 @@
 """The run's observer: each event reported once reaches the log, the supervisor's window, the
-progress consumers and telemetry, and only the log when nobody else listens."""
+progress consumers and telemetry; listeners hear of a held answer once its checkpoint is in."""
 
 from __future__ import annotations
 
@@ -16,13 +16,19 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from autonomous import ToolOutcome
 from autonomous._observer import Observer
 from autonomous._progress import (
+    CheckpointWritten,
+    ModelCalled,
     ModelCalling,
+    Paused,
     ProgressEvent,
     ProgressHub,
+    Resumed,
+    RunExited,
     Sleeping,
     ToolCalled,
     ToolCalling,
     TurnFinished,
+    TurnStarted,
 )
 from autonomous._supervisor import RecentEvents
 from autonomous._telemetry import Telemetry
@@ -31,14 +37,25 @@ pytestmark = pytest.mark.anyio
 
 
 class TestFanOut:
-    async def test_with_nobody_listening_an_event_is_only_logged(self) -> None:
-        """No callback, reader, supervisor or telemetry: the observer only logs."""
-        with structlog.testing.capture_logs() as logs:  # before the observer: it asks once
-            observer = Observer()
-            await observer.tool_called(3, "check_disk", ToolOutcome.OK)
-        assert (False, [("tool_call", 3, "check_disk", "ok")]) == (
-            observer.listening,
-            [(e["event"], e["turn"], e["tool"], e["outcome"]) for e in logs],
+    async def test_with_nobody_listening_an_event_is_logged(self) -> None:
+        """No callback, reader, supervisor or telemetry: the event is logged under its name."""
+        observer = Observer()
+        with structlog.testing.capture_logs() as logs:
+            await observer.emit(ToolCalled(3, "check_disk", ToolOutcome.OK))
+        assert [("tool_call", 3, "check_disk", "ok")] == [
+            (e["event"], e["turn"], e["tool"], e["outcome"]) for e in logs
+        ]
+
+    async def test_fields_given_with_an_event_go_on_its_log_line(self) -> None:
+        """What a site knows besides the event (a turn's inbox size) is logged with it, and
+        only logged: the event the consumers get is the event."""
+        seen: list[ProgressEvent] = []
+        observer = Observer(hub=ProgressHub(lambda turn, event: seen.append(event)))
+        with structlog.testing.capture_logs() as logs:
+            await observer.emit(TurnStarted(2, 1), inbox=3, resumed=False)
+        assert ([TurnStarted(2, 1)], [("turn_started", 2, 3, False)]) == (
+            seen,
+            [(e["event"], e["turn"], e["inbox"], e["resumed"]) for e in logs],
         )
 
     async def test_the_window_sees_an_event_before_the_callback(self) -> None:
@@ -51,8 +68,8 @@ class TestFanOut:
             assert event in recent.events
 
         observer = Observer(hub=ProgressHub(callback), recent=recent)
-        await observer.turn_finished(2, 1, "ModelError")
         event = TurnFinished(2, 1, "ModelError")
+        await observer.emit(event)
         assert ([("callback", event)], (event,), "ModelError") == (
             seen,
             recent.events,
@@ -63,7 +80,7 @@ class TestFanOut:
         """A reader subscribed through the observer gets the events reported after it."""
         observer = Observer()
         reader = observer.subscribe()
-        await observer.tool_called(1, "t", ToolOutcome.ERROR)
+        await observer.emit(ToolCalled(1, "t", ToolOutcome.ERROR))
         observer.close()
         assert [ToolCalled(1, "t", "error")] == [event async for event in reader]
 
@@ -74,9 +91,9 @@ class TestFanOut:
         observer = Observer(hub=ProgressHub(lambda turn, event: seen.append(event)))
         until = datetime(2030, 1, 1, 12, tzinfo=UTC)
         with structlog.testing.capture_logs() as logs:
-            await observer.model_calling(2, "m")
-            await observer.tool_calling(2, "t")
-            await observer.sleeping(2, until)
+            await observer.emit(ModelCalling(2, "m"))
+            await observer.emit(ToolCalling(2, "t"))
+            await observer.emit(Sleeping(2, until))
         assert [ModelCalling(2, "m"), ToolCalling(2, "t"), Sleeping(2, until)] == seen
         assert [("sleeping", until.isoformat())] == [(e["event"], e["until"]) for e in logs]
 
@@ -86,9 +103,9 @@ class TestFanOut:
         recent = RecentEvents()
         observer = Observer(recent=recent)
         until = datetime(2030, 1, 1, 12, tzinfo=UTC)
-        await observer.model_calling(1, "m")
-        await observer.tool_calling(1, "t")
-        await observer.sleeping(1, until)
+        await observer.emit(ModelCalling(1, "m"))
+        await observer.emit(ToolCalling(1, "t"))
+        await observer.emit(Sleeping(1, until))
         assert (Sleeping(1, until),) == recent.events
 
     def test_for_run_gives_a_window_only_to_a_supervised_run(self) -> None:
@@ -97,6 +114,52 @@ class TestFanOut:
         supervised = Observer.for_run(progress=None, supervised=True, telemetry=telemetry)
         plain = Observer.for_run(progress=None, supervised=False, telemetry=telemetry)
         assert (True, False) == (supervised.recent is not None, plain.recent is not None)
+
+
+ANSWER = ModelCalled(1, "m", 10, 5, 0.0, 0)
+
+
+class TestHeldAnswers:
+    async def test_a_held_answer_reaches_listeners_with_its_checkpoint(self) -> None:
+        """An answer held for the checkpoint after it, and what follows it, reach the window
+        and the callback once the checkpoint is reported, in order; the log has them at once."""
+        seen: list[ProgressEvent] = []
+        recent = RecentEvents()
+        observer = Observer(hub=ProgressHub(lambda turn, event: seen.append(event)), recent=recent)
+        observer.hold()
+        with structlog.testing.capture_logs() as logs:
+            await observer.emit(ANSWER)
+            await observer.emit(TurnFinished(1, 1))
+            before = (list(seen), recent.events, [e["event"] for e in logs])
+            await observer.emit(CheckpointWritten(1, None))
+        after = [ANSWER, TurnFinished(1, 1), CheckpointWritten(1, None)]
+        assert (([], (), ["model_call", "turn_finished"]), after, tuple(after)) == (
+            before,
+            seen,
+            recent.events,
+        )
+
+    async def test_what_is_held_is_dropped_when_the_run_exits_without_its_checkpoint(
+        self,
+    ) -> None:
+        """The run ends before the checkpoint a held answer waited for: the answer never
+        reaches the listeners (the log does not have it), the exit does."""
+        observer = Observer()
+        reader = observer.subscribe()
+        observer.hold()
+        await observer.emit(ANSWER)
+        await observer.emit(RunExited(1, "lease_lost"))
+        observer.close()
+        assert [RunExited(1, "lease_lost")] == [event async for event in reader]
+
+    async def test_nothing_is_held_after_the_checkpoint(self) -> None:
+        """Once the checkpoint is reported, events go out as they happen again."""
+        seen: list[ProgressEvent] = []
+        observer = Observer(hub=ProgressHub(lambda turn, event: seen.append(event)))
+        observer.hold()
+        await observer.emit(CheckpointWritten(1, None))
+        await observer.emit(TurnStarted(2, 1))
+        assert [CheckpointWritten(1, None), TurnStarted(2, 1)] == seen
 
 
 class TestTelemetry:
@@ -135,8 +198,8 @@ class TestLog:
         observer = Observer()
         observer.bind(session="a/b/c")
         with structlog.testing.capture_logs() as logs:
-            await observer.paused(4)
-            await observer.resumed(4)
+            await observer.emit(Paused(4))
+            await observer.emit(Resumed(4))
         assert [("paused", "a/b/c"), ("resumed", "a/b/c")] == [
             (e["event"], e["session"]) for e in logs
         ]

@@ -121,3 +121,51 @@ class WatchedLog(LeaseCountingLog):
         for claim in claims:
             self.notify(claim.lease.key)
         return claims
+
+
+class CommitLog(WatchedLog):
+    """A :class:`WatchedLog` that writes down each write transaction it commits, in order, in
+    ``commits``: an append as the kinds of its events, a lease write as its name (a last
+    append that drops the lease is one transaction: its kinds, then ``release_lease``).
+
+    Lease renewals are counted in ``renewals`` instead: they come with time, not with what the
+    run does, so two runs that did the same may renew a different number of times."""
+
+    def __init__(self, *, clock: Clock = utcnow) -> None:
+        super().__init__(clock=clock)
+        self.commits: list[tuple[str, ...]] = []
+        self.renewals = 0
+        self._inner = 0  # > 0 inside a write that is part of an outer transaction
+
+    def _commit(self, *what: str) -> None:
+        if not self._inner:
+            self.commits.append(what)
+
+    async def append(self, events: Sequence[Event], *, lease: Lease | None = None) -> list[int]:
+        """Write down the batch's kinds, then append."""
+        self._commit(*(str(event.kind) for event in events))
+        return await super().append(events, lease=lease)
+
+    async def append_and_release(self, events: Sequence[Event], lease: Lease) -> list[int]:
+        """Write down the batch's kinds and the release as one transaction, then do both."""
+        self._commit(*(str(event.kind) for event in events), "release_lease")
+        self._inner += 1
+        try:
+            return await super().append_and_release(events, lease)
+        finally:
+            self._inner -= 1
+
+    async def acquire_lease(self, key: SessionKey, holder: LeaseHolder, ttl: float) -> Lease:
+        """Write down the lease taken, then take it."""
+        self._commit("acquire_lease")
+        return await super().acquire_lease(key, holder, ttl)
+
+    async def renew_lease(self, lease: Lease, ttl: float) -> Lease:
+        """Count the renewal, then renew."""
+        self.renewals += 1
+        return await super().renew_lease(lease, ttl)
+
+    async def release_lease(self, lease: Lease) -> None:
+        """Write down the release, then release."""
+        self._commit("release_lease")
+        await super().release_lease(lease)
