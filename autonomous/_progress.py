@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 
 import anyio
@@ -165,8 +165,7 @@ class ProgressHub:
 
     _callback: ProgressCallback | None = None
     _buffer: int = attrs.field(default=256, kw_only=True)
-    # A tuple until someone subscribes: most runs have no reader.
-    _readers: Sequence[MemoryObjectSendStream[ProgressEvent]] = attrs.field(default=(), init=False)
+    _readers: list[MemoryObjectSendStream[ProgressEvent]] = attrs.field(factory=list, init=False)
     _closed: bool = attrs.field(default=False, init=False)
 
     @property
@@ -186,8 +185,7 @@ class ProgressHub:
                 raise
             except Exception as exc:
                 _log.warning("progress_callback_failed", error=type(exc).__name__)
-        if self._readers:
-            self._send(event)
+        self._send(event)
 
     def _send(self, event: ProgressEvent) -> None:
         alive = []
@@ -211,7 +209,7 @@ class ProgressHub:
         if self._closed:
             send.close()
         else:
-            self._readers = [*self._readers, send]
+            self._readers.append(send)
         return _Reader(receive)
 
     def close(self) -> None:
@@ -219,7 +217,7 @@ class ProgressHub:
         self._closed = True
         for stream in self._readers:
             stream.close()
-        self._readers = ()
+        self._readers = []
 
 
 @attrs.define(eq=False)

@@ -300,6 +300,7 @@ class Telemetry:
         if conversation:
             attributes["gen_ai.conversation.id"] = conversation
         attributes["autonomous.turn"] = turn
+        # Opt-in, content being private; off, no text of the conversation is serialised.
         if self.capture_content:
             system = content.system_instructions(messages)
             if system is not None:
