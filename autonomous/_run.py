@@ -521,6 +521,7 @@ class Run:
         else:
             await self.conv.flush()
         reason = stop_reason.value if stop_reason else None
+        # Right after the commit: listeners now hear of the answer held for it (_observer).
         await self.observer.emit(CheckpointWritten(checkpoint.turns, reason))
 
     def _checkpoint_of(

@@ -52,7 +52,7 @@ from . import _genai_content as content
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import Counter, Histogram, Meter, MeterProvider
-    from opentelemetry.trace import Span, SpanKind, Tracer, TracerProvider
+    from opentelemetry.trace import Span, Tracer, TracerProvider
 
     from ._model import Message, Model, ModelResponse
 
@@ -213,16 +213,12 @@ class Telemetry:
     #: Whether spans and metrics are recorded.
     enabled: bool = attrs.field(init=False)
     _instruments: _Instruments | None = attrs.field(init=False, repr=False)
-    _kinds: tuple[SpanKind, SpanKind] | None = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         if self._tracer is not None and self._meter is not None:
-            from opentelemetry.trace import SpanKind
-
             self.enabled, self._instruments = True, _Instruments.create(self._meter)
-            self._kinds = (SpanKind.INTERNAL, SpanKind.CLIENT)
         else:
-            self.enabled, self._instruments, self._kinds = False, None, None
+            self.enabled, self._instruments = False, None
 
     @classmethod
     def create(
@@ -373,10 +369,12 @@ class Telemetry:
     @contextlib.contextmanager
     def _span(self, name: str, attributes: dict[str, Any], client: bool = False) -> Iterator[Span]:
         """A current span that records an exception by its type name only."""
-        assert self._tracer is not None and self._kinds is not None
+        from opentelemetry.trace import SpanKind
+
+        assert self._tracer is not None
         with self._tracer.start_as_current_span(
             name,
-            kind=self._kinds[client],
+            kind=SpanKind.CLIENT if client else SpanKind.INTERNAL,
             attributes=attributes,
             record_exception=False,
             set_status_on_exception=False,
