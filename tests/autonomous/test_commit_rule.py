@@ -8,6 +8,7 @@ a model call's answer or a checkpoint only once the log has it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -23,8 +24,9 @@ from autonomous import (
     run_autonomous,
     start_autonomous,
 )
-from autonomous.testing import ScriptedModel, call, done, reply
+from autonomous.testing import FakeClock, ScriptedModel, call, done, reply
 from eventlog import EventKind, SessionRef
+from scheduler import ExitOnDeferScheduler, SleepScheduler
 
 from ..support.otel import Otel
 from ..support.watched_logs import CommitLog
@@ -32,22 +34,44 @@ from .helpers import TICK, builder
 
 pytestmark = pytest.mark.anyio
 
+#: A wake time already past: a scheduled wait ends at once.
+PAST = {"wake_at": "2000-01-01T00:00:00Z"}
+
+
+def _sleeping(scheduler: type[SleepScheduler] | None, **options: Any) -> dict[str, Any]:
+    """``options`` on a fake clock (the same wake times whatever listens), with a
+    ``scheduler`` on it (None: the one that exits deferred)."""
+    clock = FakeClock(datetime(2030, 1, 1, tzinfo=UTC))
+    chosen = ExitOnDeferScheduler() if scheduler is None else scheduler(clock=clock)
+    return {"clock": clock, "scheduler": chosen, **options}
+
+
 #: Each scenario: its script, and the options of its run besides the listeners.
-SCENARIOS: dict[str, tuple[Callable[[], list[Any]], dict[str, Any]]] = {
+SCENARIOS: dict[str, tuple[Callable[[], list[Any]], Callable[[], dict[str, Any]]]] = {
     # Turn 1: a tool, then an answer; turn 2: an answer; the run ends on max_turns after it.
     "budget": (
         lambda: [call("tick", {"n": 1}), reply("a"), reply("b")],
-        {"max_turns": 2},
+        lambda: {"max_turns": 2},
     ),
     # The done tool ends the run in its turn, after a tool call and before a closing answer.
     "done": (
         lambda: [reply("a"), call("tick", {"n": 1}), done("ok"), reply("summary")],
-        {"max_turns": 3},
+        lambda: {"max_turns": 3},
     ),
     # A failed turn, skipped, then a good one.
     "failed": (
         lambda: [RuntimeError("flaky"), reply("b")],
-        {"max_turns": 2, "retry_policy": lambda error, attempt: RetryDecision.SKIP_TURN},
+        lambda: {"max_turns": 2, "retry_policy": lambda error, attempt: RetryDecision.SKIP_TURN},
+    ),
+    # A scheduled wait (over at once), then a turn that completes.
+    "slept": (
+        lambda: [call("schedule_next_turn", PAST), reply("zz"), done("ok"), reply("s")],
+        lambda: _sleeping(SleepScheduler, max_turns=3),
+    ),
+    # A schedule that ends the run deferred.
+    "deferred": (
+        lambda: [call("schedule_next_turn", PAST), reply("zz")],
+        lambda: _sleeping(None),
     ),
 }
 
@@ -58,7 +82,8 @@ LISTENERS = ("nobody", "callback", "async callback", "reader", "supervisor", "te
 async def _run(scenario: str, listener: str) -> tuple[CommitLog, list[ProgressEvent]]:
     """Run ``scenario`` on a fresh durable log with ``listener``; the log and the events the
     listener heard (none for the supervisor and telemetry)."""
-    script, options = SCENARIOS[scenario]
+    script, options_of = SCENARIOS[scenario]
+    options = options_of()
     log = CommitLog()
     ref = SessionRef(log, "test", "tester", "s1")
     build = builder(ScriptedModel(script()), tools=[TICK], session=ref)
@@ -117,7 +142,7 @@ class TestListenersHearOfWhatIsCommitted:
     ) -> None:
         """When the callback hears of a model call's answer or a checkpoint, the log has as
         many answers (checkpoints) as it has heard of, counting this one."""
-        script, options = SCENARIOS[scenario]
+        script, options_of = SCENARIOS[scenario]
         log = CommitLog()
         ref = SessionRef(log, "test", "tester", "s1")
         heard = {ModelCalled: 0, CheckpointWritten: 0}
@@ -133,7 +158,7 @@ class TestListenersHearOfWhatIsCommitted:
                     short.append((kind.__name__, heard[kind], committed))
 
         build = builder(ScriptedModel(script()), tools=[TICK], session=ref)
-        await run_autonomous(build, "go", progress=progress, **options)
+        await run_autonomous(build, "go", progress=progress, **options_of())
         assert ([], True) == (short, heard[ModelCalled] > 0 and heard[CheckpointWritten] > 0)
 
     @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
