@@ -177,8 +177,9 @@ def budgets_left(caps: _Caps, spent: Spent, elapsed: float) -> BudgetsLeft:
 class RecentEvents:
     """The driver's window over a run's progress events, from which snapshots are taken.
 
-    Feed it every progress event (:meth:`record`), whether or not anyone else listens; it keeps
-    the newest ``size`` events and the error streaks. One per run; not shared between runs.
+    The run's observer feeds it (:meth:`record`) every progress event but a call's start, once
+    the log has what the event reports; it keeps the newest ``size`` events and the error
+    streaks. One per run; not shared between runs.
     """
 
     size: int = MAX_RECENT_EVENTS
