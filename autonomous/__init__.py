@@ -1,5 +1,8 @@
 """The driver of a bounded autonomous agent: start/run/resume, the handle, Agent, tools, CLI.
 
+Importing it imports neither litellm (seconds: only a litellm model's use does, in _models/)
+nor the command's modules (only running the command does): see bench/startup.py.
+
 Map (the core is flat here; its edges are the sub-packages at the end):
     _driver.py        run_autonomous, start_autonomous, resume_autonomous (the entry points)
     _run.py           one run's lifecycle: build, session, lease, resume, exits, checkpoints

@@ -22,12 +22,13 @@ import anyio
 import attrs
 
 from eventlog import HistorySummary
-from usage import Pricing, Tracker, Usage, max_output_tokens
+from usage import Pricing, Tracker, Usage
 
 from ._conversation import Conversation, DroppedBlock
 from ._decide import call_would_pass, estimate_input_tokens, prompt_chars
 from ._errors import TurnTimeout
 from ._model import Message, Model, ModelResponse
+from ._models import LiteLLMModel, model_for, output_limit
 from ._observer import Observer
 from ._options import RunOptions
 from ._progress import HistorySummarized, ModelCalling
@@ -58,7 +59,7 @@ class Summarizer:
         tokens = estimate_input_tokens(prompt_chars(request, []), 0, 0)
         if self.pricing.is_zero:
             return tokens, 0.0
-        reserve = max_output_tokens(self.model.name) or _OUTPUT_RESERVE
+        reserve = output_limit(self.model) or _OUTPUT_RESERVE
         return tokens, self.pricing.uncached_cost(tokens, reserve)
 
     def summary_of(
@@ -125,11 +126,7 @@ async def summarizer_for(model: str | Model | None) -> Summarizer | None:
     if model is None:
         return None
     if isinstance(model, str):
-        from ._models import model_for
-
         model = model_for(model)
-    from ._models import LiteLLMModel
-
     pricing = Pricing()
     if isinstance(model, LiteLLMModel):
         with contextlib.suppress(LookupError):  # unlisted: unpriced

@@ -10,7 +10,7 @@ import attrs
 
 from eventlog import PermissionDecision
 from permissions import Caller, Gate
-from usage import Pricing, Tracker, max_output_tokens
+from usage import Pricing, Tracker
 
 from ._callers import to_originator
 from ._conversation import Conversation
@@ -18,6 +18,7 @@ from ._decide import Totals, call_budget, call_would_pass, estimate_input_tokens
 from ._errors import ModelCallLimit, ModelError, ToolTimeoutError, TurnError
 from ._exit_tools import ControlTools
 from ._model import Message, Model, ModelResponse, ToolCall
+from ._models import output_limit
 from ._observer import Observer
 from ._options import RunOptions
 from ._progress import ModelCalled, ModelCalling, ToolCalled, ToolCalling
@@ -198,15 +199,15 @@ class TurnRunner:
         return call_would_pass(opts, tally.totals, input_tokens=tokens, most_cost_usd=most)
 
     def _output_reserve(self) -> int:
-        """The output a call may produce: the model's ``max_tokens`` keyword, else its limit
-        in litellm's table, else the most output a call of this run has produced."""
+        """The output a call may produce: the model's ``max_tokens`` keyword, else a litellm
+        model's limit in litellm's table, else the most output a call of this run has produced."""
         kwargs = getattr(self.model, "completion_kwargs", None) or {}
         for key in ("max_tokens", "max_completion_tokens"):
             value = kwargs.get(key)
             if isinstance(value, int) and value > 0:
                 return value
         if self._max_output is None:
-            self._max_output = max_output_tokens(self.model.name) or 0
+            self._max_output = output_limit(self.model) or 0
         return self._max_output or self.tally.most_output_tokens
 
     def _spent(self, response: ModelResponse) -> float:

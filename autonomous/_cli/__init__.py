@@ -38,6 +38,17 @@ Exit status: see :class:`._exits.Exit` (0 completed, 10 deferred, 11 budget, 12 
 store; 130/143 after SIGINT/SIGTERM once the final checkpoint is written).
 """
 
-from ._main import main
+from collections.abc import Sequence
 
 __all__ = ["main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The ``autonomous`` command (see :func:`._main.main`).
+
+    The command's modules (parser, daemon, ls, show ...) are imported when it runs, not when
+    ``autonomous`` is: the library imports only the spec modules from this package.
+    """
+    from ._main import main as command
+
+    return command(argv)

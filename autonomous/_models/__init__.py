@@ -1,5 +1,8 @@
 """The model edge: litellm (every model call) and local llama.cpp models, behind the Model protocol.
 
+What litellm knows about a model (its route, its price, its output limit) is asked here, and only
+for a litellm model: a scripted model or a program's own never imports litellm (seconds).
+
 Map:
     _import.py        the one place that imports litellm (lazily) and sets its catalog switches
     _litellm.py       LiteLLMModel: every model call goes through litellm.acompletion here
@@ -11,6 +14,9 @@ Map:
 
 from typing import Any
 
+from usage import max_output_tokens
+
+from .._model import Model
 from ._litellm import LiteLLMModel
 from ._local import LocalModel, LocalModelUnavailable, is_local_model, register_local_models
 
@@ -19,6 +25,7 @@ __all__ = [
     "LocalModel",
     "LocalModelUnavailable",
     "model_for",
+    "output_limit",
     "register_local_models",
 ]
 
@@ -29,3 +36,13 @@ def model_for(name: str, **completion_kwargs: Any) -> LiteLLMModel:
     if is_local_model(name):
         return LocalModel(name, **completion_kwargs)
     return LiteLLMModel(name, **completion_kwargs)
+
+
+def output_limit(model: Model) -> int | None:
+    """The most output tokens one call of ``model`` can produce, from litellm's bundled table;
+    None when the table does not list it, and for a model that is not litellm's, whatever its
+    name (a scripted ``openai/gpt-4o-mini`` is not OpenAI's: its limits are its own). For a
+    litellm model, the first call imports litellm (seconds), if no call has yet."""
+    if not isinstance(model, LiteLLMModel):
+        return None
+    return max_output_tokens(model.name)
