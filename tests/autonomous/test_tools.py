@@ -6,11 +6,13 @@ import enum
 import functools
 import threading
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 import anyio
 import anyio.to_thread
 import attrs
+import pydantic
 import pytest
 
 from autonomous._errors import ConfigurationError, TurnError
@@ -53,6 +55,11 @@ class Node:
 class Options(TypedDict):
     name: str
     size: NotRequired[int]
+
+
+class Window(pydantic.BaseModel):
+    start: datetime
+    hours: int = 1
 
 
 def prop(fn: Any, name: str) -> dict[str, Any]:
@@ -711,6 +718,50 @@ class TestParseArguments:
         assert {"a": [1]} == parse_arguments(tool, '{"a": [1]}')
         expected = "argument 'a' must be array or null; got string \"1\""
         assert expected == rejection(tool, '{"a": "1"}')
+
+
+class TestPydanticArguments:
+    """Arguments are validated by pydantic, nested values included, before the call."""
+
+    def test_a_nested_value_is_checked_before_the_call(self) -> None:
+        """A value deep in an argument that does not fit is named with its path."""
+
+        async def paint(at: Point) -> None:
+            """Paint."""
+
+        expected = "argument 'at' is invalid at at.x: Input should be a valid integer"
+        assert expected == rejection(function_tool(paint), '{"at": {"x": "1"}}')
+
+    def test_an_unknown_nested_key(self) -> None:
+        """A nested record is closed: a key it does not declare is refused."""
+
+        def f(o: Options) -> None:
+            """F."""
+
+        message = rejection(function_tool(f), '{"o": {"name": "n", "colour": "red"}}')
+        assert message.startswith("argument 'o' is invalid at o.colour: Extra inputs")
+
+    @pytest.mark.anyio
+    async def test_pydantic_models_and_dates(self) -> None:
+        """Types pydantic knows (a model, a datetime) are shown and converted by pydantic."""
+
+        async def book(window: Window) -> Window:
+            """Book."""
+            return window
+
+        tool = function_tool(book)
+        start = tool.parameters["properties"]["window"]["properties"]["start"]
+        args = parse_arguments(tool, '{"window": {"start": "2030-01-01T12:00:00Z"}}')
+        expected = Window(start=datetime(2030, 1, 1, 12, tzinfo=UTC))
+        assert ({"type": "string", "format": "date-time"}, expected) == (
+            start,
+            await tool.invoke(args),
+        )
+
+    def test_a_required_name_a_schema_does_not_describe(self) -> None:
+        """A JSON Schema tool's required name is required even without a property for it."""
+        tool = make_tool({"type": "object", "required": ["q"]})
+        assert "missing required argument 'q'" == rejection(tool, "{}")
 
 
 class TestDeepArguments:
