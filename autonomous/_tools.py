@@ -295,7 +295,7 @@ def parse_arguments(tool: Tool, raw: str) -> dict[str, Any]:
         raise ToolArgumentError(f"arguments must be a JSON object, got {kind}")
     properties = _properties(tool.parameters)
     for name, value in args.items():
-        kinds = _expected(properties.get(name))[0]
+        kinds = _expected(properties.get(name))[0]  # JSON's 3.0 is a whole number
         if type(value) is float and value.is_integer() and "number" not in kinds:
             args[name] = int(value) if "integer" in kinds else value
     try:
@@ -394,43 +394,47 @@ def _caller(
 ) -> Callable[..., Awaitable[Any]]:
     """``fn`` as an async function of keyword arguments, converted to their types (an async
     function with nothing to convert is its own caller)."""
-    call = _FunctionCall(
-        fn, arguments, _properties(parameters), is_async=_is_async(fn), in_thread=in_thread
-    )
-    if call.is_async and not call.properties and call.key is None:
+    wants_key = wants_idempotency_key(fn)
+    key = inspect.signature(fn).parameters[IDEMPOTENCY_KEY].default if wants_key else None
+    properties = _properties(parameters)
+    if _is_async(fn) and not properties and not wants_key:
         return fn
-    return call
+    return _FunctionCall(
+        fn,
+        arguments,
+        properties,
+        is_async=_is_async(fn),
+        in_thread=in_thread,
+        wants_key=wants_key,
+        key_default="" if key is inspect.Parameter.empty else key,
+    )
 
 
 @attrs.frozen
 class _FunctionCall:
     """A function tool's ``fn``: the arguments converted by pydantic, a sync function run in a
-    thread of its own, the call's idempotency key passed in when the function asks for it."""
+    thread of its own, the call's idempotency key passed in when the function asks for it (its
+    default outside a run's tool call)."""
 
     fn: Callable[..., Any]
     arguments: Arguments
     properties: dict[str, Any]
     is_async: bool
     in_thread: bool
-    #: The default of an ``idempotency_key`` parameter (``""`` if none); None: no such one.
-    key: Any = attrs.field(init=False)
-
-    @key.default
-    def _key_default(self) -> Any:
-        if not wants_idempotency_key(self.fn):
-            return None
-        default = inspect.signature(self.fn).parameters[IDEMPOTENCY_KEY].default
-        return "" if default is inspect.Parameter.empty else default
+    wants_key: bool
+    key_default: Any
 
     async def __call__(self, **kwargs: Any) -> Any:
+        kwargs.pop(IDEMPOTENCY_KEY, None)  # the runtime's key, whatever the arguments say
         try:
             values = self.arguments.validate_python(kwargs)
         except pydantic.ValidationError as exc:
             raise ToolArgumentError(_explain(exc, kwargs, self.properties)) from None
         kwargs = {name: values[name] for name in kwargs}
-        if self.key is not None:  # the runtime's key, whatever the arguments say
+        if self.wants_key:
             context = _CURRENT_CALL.get()
-            kwargs[IDEMPOTENCY_KEY] = self.key if context is None else context.idempotency_key
+            key = self.key_default if context is None else context.idempotency_key
+            kwargs[IDEMPOTENCY_KEY] = key
         if self.is_async:
             return await self.fn(**kwargs)
         if self.in_thread:
