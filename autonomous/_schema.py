@@ -22,7 +22,7 @@ import attrs
 import pydantic
 import pydantic_core
 from pydantic import AfterValidator, ConfigDict, Field, TypeAdapter
-from typing_extensions import TypedDict
+from typing_extensions import TypedDict, is_typeddict
 
 from autonomous._errors import ConfigurationError
 
@@ -91,7 +91,7 @@ def function_arguments(fn: Callable[..., Any]) -> tuple[Arguments, dict[str, Any
         try:
             hint = _pydantic_hint(declared)
             openai_schema(TypeAdapter(hint).json_schema())  # refused here, by name
-        except (_Unsupported, pydantic.PydanticUserError, TypeError) as exc:
+        except (_Unsupported, pydantic.PydanticUserError, TypeError, NameError) as exc:
             reason = exc if isinstance(exc, _Unsupported) else declared
             raise ConfigurationError(
                 f"cannot build a tool from {label}: parameter {param.name!r} has a type with no "
@@ -185,7 +185,7 @@ def _one_of(values: list[Any], value: Any) -> Any:
 
 def _pydantic_hint(hint: Any, seen: frozenset[type] = frozenset()) -> Any:
     """``hint`` with every attrs class and TypedDict in it rebuilt as a record pydantic takes."""
-    if isinstance(hint, type) and (attrs.has(hint) or typing.is_typeddict(hint)):
+    if isinstance(hint, type) and (attrs.has(hint) or is_typeddict(hint)):
         return _class_record(hint, seen)
     args = get_args(hint)
     origin = get_origin(hint)
@@ -214,7 +214,8 @@ def _class_record(cls: type, seen: frozenset[type]) -> Any:
                 text = field.metadata.get("description")
                 required = field.default is attrs.NOTHING
                 items[field.alias or field.name] = _item(hint, field.default, text, required)
-        return Annotated[_record(cls.__name__, items), AfterValidator(lambda d: cls(**d))]
+        made = AfterValidator(functools.partial(_instance, cls))
+        return Annotated[_record(cls.__name__, items), made]
     for name, hint in hints.items():
         # An explicit Required/NotRequired wins: Python 3.11 cannot see one in a string
         # annotation when it computes __required_keys__.
@@ -225,6 +226,15 @@ def _class_record(cls: type, seen: frozenset[type]) -> Any:
             kind = Required if name in getattr(cls, "__required_keys__", ()) else NotRequired
             items[name] = kind[_pydantic_hint(hint, seen)]
     return _record(cls.__name__, items)
+
+
+def _instance(cls: type, record: dict[str, Any]) -> Any:
+    """The attrs instance of a valid record; what its own validators refuse is a ValueError,
+    which pydantic reports as the value's error."""
+    try:
+        return cls(**record)
+    except Exception as exc:
+        raise ValueError(str(exc) or type(exc).__name__) from exc
 
 
 def _record(name: str, items: dict[str, Any], *, closed: bool = True) -> type:

@@ -57,6 +57,16 @@ class Options(TypedDict):
     size: NotRequired[int]
 
 
+def _positive(_span: Span, attribute: attrs.Attribute[int], value: int) -> None:
+    if value <= 0:
+        raise TypeError(f"{attribute.name} must be positive")
+
+
+@attrs.frozen
+class Span:
+    high: int = attrs.field(validator=_positive)
+
+
 class Window(pydantic.BaseModel):
     start: datetime
     hours: int = 1
@@ -757,6 +767,15 @@ class TestPydanticArguments:
             start,
             await tool.invoke(args),
         )
+
+    def test_an_attrs_validator_refusing_the_record(self) -> None:
+        """What an attrs class's own validators refuse is an argument error naming it."""
+
+        def f(span: Span) -> None:
+            """F."""
+
+        message = rejection(function_tool(f), '{"span": {"high": 0}}')
+        assert "argument 'span' is invalid: Value error, high must be positive" == message
 
     def test_a_required_name_a_schema_does_not_describe(self) -> None:
         """A JSON Schema tool's required name is required even without a property for it."""
