@@ -150,7 +150,8 @@ def schema_arguments(parameters: dict[str, Any]) -> Arguments:
     at the top level. A server checks deeper itself."""
     properties = parameters.get("properties")
     properties = properties if isinstance(properties, dict) else {}
-    required = [name for name in parameters.get("required") or () if isinstance(name, str)]
+    listed = parameters.get("required")
+    required = [n for n in listed if isinstance(n, str)] if isinstance(listed, list) else []
     items = {
         name: (Required if name in required else NotRequired)[_json_hint(properties.get(name))]
         for name in dict.fromkeys([*properties, *required])

@@ -782,6 +782,11 @@ class TestPydanticArguments:
         tool = make_tool({"type": "object", "required": ["q"]})
         assert "missing required argument 'q'" == rejection(tool, "{}")
 
+    def test_a_required_that_is_no_list(self) -> None:
+        """A server's schema whose required is no list requires nothing, never raises."""
+        tool = make_tool({"type": "object", "properties": {"q": {}}, "required": True})
+        assert {"q": 1} == parse_arguments(tool, '{"q": 1}')
+
 
 class TestDeepArguments:
     def test_arguments_nested_past_the_parser_limit(self) -> None:
