@@ -115,7 +115,8 @@ def openai_schema(schema: dict[str, Any]) -> dict[str, Any]:
     Each ``$ref`` is replaced by its definition (the sibling keys, a default or a description,
     kept): the schema stands alone, as a small model's grammar builder wants it, and a type
     that contains itself is refused instead of expanded forever. Pydantic's ``title`` keys go:
-    each repeats its property's name and costs tokens on every call.
+    each repeats its property's name and costs tokens on every call. An ``anyOf`` of bare
+    types (``int | None``) is written as the shorter type list, ``["integer", "null"]``.
     """
     definitions = schema.get("$defs", {})
 
@@ -138,6 +139,9 @@ def openai_schema(schema: dict[str, Any]) -> dict[str, Any]:
                 out[key] = {name: inline(sub, inside) for name, sub in value.items()}
             elif key not in ("title", "$defs"):
                 out[key] = inline(value, inside)
+        if out.get("anyOf") and all(member.keys() == {"type"} for member in out["anyOf"]):
+            kinds = [member["type"] for member in out.pop("anyOf")]
+            out = {"type": kinds, **out}
         return out
 
     result: dict[str, Any] = inline(schema, frozenset())
