@@ -352,6 +352,8 @@ def _explain(error: pydantic.ValidationError, args: dict[str, Any], properties: 
         takes = ", ".join(map(repr, sorted(properties))) if properties else "no arguments"
         return f"unknown argument {', '.join(map(repr, unknown))}; this tool takes {takes}"
     loc = problems[0]["loc"]
+    if not loc:  # the arguments as a whole: deeper than pydantic's JSON parser goes
+        return _TOO_DEEP if problems[0]["type"] == "json_invalid" else problems[0]["msg"]
     name, value = loc[0], args.get(str(loc[0]))
     kinds, allowed = _expected(properties.get(name))
     kind = JSON_TYPES.get(type(value), type(value).__name__)

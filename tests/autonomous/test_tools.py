@@ -798,6 +798,15 @@ class TestDeepArguments:
         message = rejection(function_tool(f), "[" * 100_000)
         assert message.startswith("arguments are nested too deeply")
 
+    def test_arguments_nested_past_the_validator_limit(self) -> None:
+        """A value nested past what pydantic's JSON parser takes is refused the same way."""
+
+        def f(a: Any) -> None:
+            """F."""
+
+        message = rejection(function_tool(f), '{"a": ' + "[" * 500 + "]" * 500 + "}")
+        assert message.startswith("arguments are nested too deeply")
+
 
 class TestFormatResult:
     def test_string_unchanged(self) -> None:
