@@ -38,15 +38,7 @@ JSON_TYPES: dict[type, str] = {
     type(None): "null",
 }
 #: What checks a JSON Schema ``type`` at the top level of a server's tool (it checks deeper).
-_HINTS: dict[str, Any] = {
-    "string": str,
-    "integer": int,
-    "number": float,
-    "boolean": bool,
-    "null": None,
-    "array": list[Any],
-    "object": dict[str, Any],
-}
+_HINTS: dict[str, Any] = {name: kind for kind, name in JSON_TYPES.items()}
 #: Validates the arguments of one tool call: a dict in, the dict of converted values out.
 Arguments = TypeAdapter[dict[str, Any]]
 

@@ -302,7 +302,9 @@ def parse_arguments(tool: Tool, raw: str) -> dict[str, Any]:
         checked = tool._arguments.validate_json(json.dumps(args), strict=True)
     except pydantic.ValidationError as exc:
         raise ToolArgumentError(_explain(exc, args, properties)) from None
-    return {name: _number_or(checked.get(name), value) for name, value in args.items()}
+    # Numbers as checked (2 given for a number is 2.0), the rest as the model sent them.
+    numbers = {name: value for name, value in checked.items() if type(value) in (int, float)}
+    return {name: numbers.get(name, value) for name, value in args.items()}
 
 
 #: The argument error for JSON nested past the parser's recursion limit.
@@ -310,11 +312,6 @@ _TOO_DEEP = (
     "arguments are nested too deeply (past the JSON parser's nesting limit); send one JSON "
     "object with less nesting"
 )
-
-
-def _number_or(checked: Any, value: Any) -> Any:
-    """The checked value if it is a number (an int made float for a number), else the JSON."""
-    return checked if type(checked) is int or type(checked) is float else value
 
 
 def _properties(parameters: dict[str, Any]) -> dict[str, Any]:
