@@ -295,9 +295,9 @@ def parse_arguments(tool: Tool, raw: str) -> dict[str, Any]:
         raise ToolArgumentError(f"arguments must be a JSON object, got {kind}")
     properties = _properties(tool.parameters)
     for name, value in args.items():
-        kinds = _expected(properties.get(name))[0]  # JSON's 3.0 is a whole number
-        if type(value) is float and value.is_integer() and "number" not in kinds:
-            args[name] = int(value) if "integer" in kinds else value
+        kinds = _expected(properties.get(name))[0]  # JSON's 3.0 may be a whole number
+        if "integer" in kinds and "number" not in kinds and type(value) is float:
+            args[name] = int(value) if value.is_integer() else value
     try:
         checked = tool._arguments.validate_json(json.dumps(args), strict=True)
     except pydantic.ValidationError as exc:
