@@ -1,19 +1,28 @@
-"""JSON Schema for a tool's parameters, from a function's type hints and docstring."""
+"""Tool parameters through pydantic: the validator of the model's arguments and the JSON Schema
+the model is shown, from a function's signature and docstring or from a server's JSON Schema.
+
+A function's parameters become one closed ``TypedDict`` that pydantic validates (strictly, from
+JSON) and describes; :func:`openai_schema` is the one change made to pydantic's JSON Schema.
+Pydantic knows neither attrs classes nor, before Python 3.12, ``typing.TypedDict``: both are
+rebuilt as closed ``typing_extensions.TypedDict`` records (an attrs instance made from the valid
+record), so that they validate and show alike.
+"""
 
 from __future__ import annotations
 
-import enum
 import functools
 import inspect
-import json
 import re
 import types
 import typing
-from collections import abc
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Annotated, Any, Literal, NotRequired, Required, Union, get_args, get_origin
 
 import attrs
+import pydantic
+import pydantic_core
+from pydantic import AfterValidator, ConfigDict, Field, TypeAdapter
+from typing_extensions import TypedDict, is_typeddict
 
 from autonomous._errors import ConfigurationError
 
@@ -28,16 +37,14 @@ JSON_TYPES: dict[type, str] = {
     dict: "object",
     type(None): "null",
 }
-#: JSON Schema type names of the Python scalars.
-_SCALARS: dict[Any, str] = {t: n for t, n in JSON_TYPES.items() if n not in ("array", "object")}
-_ARRAYS: frozenset[Any] = frozenset(
-    {list, tuple, set, frozenset, abc.Sequence, abc.MutableSequence, abc.Set, abc.MutableSet}
-    | {abc.Collection, abc.Iterable}
-)
-_SETS: frozenset[Any] = frozenset({set, frozenset, abc.Set, abc.MutableSet})
-_OBJECTS: frozenset[Any] = frozenset({dict, abc.Mapping, abc.MutableMapping})
-_KINDS_WITH_SCHEMA = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+#: What checks a JSON Schema ``type`` at the top level of a server's tool (it checks deeper).
+_HINTS: dict[str, Any] = {name: kind for kind, name in JSON_TYPES.items()}
+#: Validates the arguments of one tool call: a dict in, the dict of converted values out.
+Arguments = TypeAdapter[dict[str, Any]]
 
+#: The parameter a tool function declares to get its call's idempotency key from the runtime.
+IDEMPOTENCY_KEY = "idempotency_key"
+_KINDS_WITH_SCHEMA = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
 _ARGS_SECTIONS = frozenset(
     {"Args", "Arguments", "Parameters", "Params", "Keyword Args", "Keyword Arguments"}
 )
@@ -47,41 +54,22 @@ _SECTION = re.compile(
     r"\s*:\s*"
 )
 _ARG_ENTRY = re.compile(r"\*{0,2}(?P<name>[A-Za-z_]\w*)\s*(?:\([^)]*\))?\s*:(?P<text>.*)")
-_NO_DEFAULT = object()
+#: Schema keys whose value is data, not a schema: copied as they are.
+_DATA_KEYS = frozenset({"default", "enum", "const", "examples"})
 
 
 class _Unsupported(Exception):
-    """A type hint with no JSON Schema form; the caller names the function and parameter."""
+    """A type hint with no JSON form; the caller names the function and parameter."""
 
 
-def json_schema_for(fn: Callable[..., Any]) -> dict[str, Any]:
-    """Return the OpenAI function-calling ``parameters`` object for ``fn``'s parameters.
+def function_arguments(fn: Callable[..., Any]) -> tuple[Arguments, dict[str, Any]]:
+    """Return the validator of ``fn``'s arguments and the ``parameters`` schema the model sees.
 
-    The mapping:
-
-    ==================================  ===================================================
-    Python hint                         JSON Schema
-    ==================================  ===================================================
-    ``str`` ``int`` ``float`` ``bool``  ``string`` ``integer`` ``number`` ``boolean``
-    ``None``                            ``null``
-    ``Any``                             ``{}`` (no constraint)
-    ``X | Y``, ``Optional[X]``          a ``type`` list, or ``anyOf`` when that cannot say it
-    ``list[X]``, ``Sequence[X]``        ``array`` with ``items`` (``set[X]``: ``uniqueItems``)
-    ``tuple[X, ...]``, ``tuple[X, Y]``  ``array`` with ``items`` / fixed-size ``prefixItems``
-    ``dict[str, X]``, ``Mapping[...]``  ``object`` with ``additionalProperties``
-    ``Literal[...]``, an ``Enum``       ``enum`` of the literal values / the members' values
-    an attrs class, a ``TypedDict``     a nested ``object`` (attrs fields by their init alias)
-    ``Annotated[X, "text"]``            ``X`` with ``"description": "text"``
-    ==================================  ===================================================
-
-    A parameter with a default is optional and its default is shown (when it is JSON); one
-    without is required, ``X | None`` included. A parameter's description comes from
-    ``Annotated``, else from the docstring's Google-style ``Args:`` section. Keywords bound by
-    ``functools.partial`` are hidden from the model, and so is an ``idempotency_key``
-    parameter: the runtime fills it with the call's key.
-
-    Args:
-        fn: a function, bound method, ``functools.partial`` or callable object.
+    Every parameter the model fills is an item of a closed object: required when it has no
+    default, its default shown when it is JSON. Its description comes from
+    ``Annotated[X, "text"]``, else from the docstring's Google-style ``Args:`` section.
+    Keywords bound by ``functools.partial`` are hidden from the model, and so is an
+    ``idempotency_key`` parameter: the runtime fills it with the call's key.
 
     Raises:
         ConfigurationError: a parameter has no annotation, is ``*args``/``**kwargs`` or
@@ -89,36 +77,187 @@ def json_schema_for(fn: Callable[..., Any]) -> dict[str, Any]:
     """
     label = _label(fn)
     docs = _arg_docs(_doc_of(fn))
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    for param, hint in _parameters(fn, label):
+    items: dict[str, Any] = {}
+    for param, declared in _parameters(fn, label):
+        text = _annotated_text(declared) or docs.get(param.name)
         try:
-            prop = dict(type_schema(hint))
-        except _Unsupported as exc:
+            hint = _pydantic_hint(declared)
+            openai_schema(TypeAdapter(hint).json_schema())  # refused here, by name
+        except (_Unsupported, pydantic.PydanticUserError, TypeError, NameError) as exc:
+            reason = exc if isinstance(exc, _Unsupported) else declared
             raise ConfigurationError(
                 f"cannot build a tool from {label}: parameter {param.name!r} has a type with no "
-                f"JSON form ({exc}); use str, int, float, bool, None, list, tuple, dict[str, ...], "
-                "Literal, an Enum, an attrs class or a TypedDict"
+                f"JSON form ({reason}); use str, int, float, bool, None, list, tuple, dict, "
+                "Literal, an Enum, an attrs class, a TypedDict or a pydantic model"
             ) from None
-        if "description" not in prop and param.name in docs:
-            prop["description"] = docs[param.name]
-        if param.default is param.empty:
-            required.append(param.name)
-        else:
-            default = _json_value(param.default)
-            if default is not _NO_DEFAULT:
-                prop["default"] = default
-        properties[param.name] = prop
-    return _object_schema(properties, required)
+        items[param.name] = _item(hint, param.default, text, param.default is param.empty)
+    arguments: Arguments = TypeAdapter(_record("arguments", items))
+    return arguments, {"required": [], **openai_schema(arguments.json_schema())}
 
 
-def parameter_hints(fn: Callable[..., Any]) -> dict[str, Any]:
-    """Return the type hint of each parameter the model fills, by name, in signature order.
+def json_schema_for(fn: Callable[..., Any]) -> dict[str, Any]:
+    """Return the OpenAI function-calling ``parameters`` object for ``fn`` (see
+    :func:`function_arguments`)."""
+    return function_arguments(fn)[1]
 
-    Raises the same ``ConfigurationError`` as :func:`json_schema_for` for a parameter the model
-    cannot fill (no annotation, ``*args``/``**kwargs``, positional-only).
+
+def openai_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Pydantic's JSON Schema as the model is shown it: self-contained and without titles.
+
+    Each ``$ref`` is replaced by its definition (the sibling keys, a default or a description,
+    kept): the schema stands alone, as a small model's grammar builder wants it, and a type
+    that contains itself is refused instead of expanded forever. Pydantic's ``title`` keys go:
+    each repeats its property's name and costs tokens on every call. An ``anyOf`` of bare
+    types (``int | None``) is written as the shorter type list, ``["integer", "null"]``.
     """
-    return {param.name: hint for param, hint in _parameters(fn, _label(fn))}
+    definitions = schema.get("$defs", {})
+
+    def inline(node: Any, inside: frozenset[str]) -> Any:
+        if isinstance(node, list):
+            return [inline(item, inside) for item in node]
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node:
+            name = node["$ref"].rsplit("/", 1)[-1]
+            if name in inside:
+                raise _Unsupported(f"{name} contains itself")
+            rest = {key: value for key, value in node.items() if key != "$ref"}
+            return inline({**definitions[name], **rest}, inside | {name})
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if key in _DATA_KEYS:
+                out[key] = value
+            elif key == "properties":
+                out[key] = {name: inline(sub, inside) for name, sub in value.items()}
+            elif key not in ("title", "$defs"):
+                out[key] = inline(value, inside)
+        if out.get("anyOf") and all(member.keys() == {"type"} for member in out["anyOf"]):
+            kinds = [member["type"] for member in out.pop("anyOf")]
+            out = {"type": kinds, **out}
+        return out
+
+    result: dict[str, Any] = inline(schema, frozenset())
+    return result
+
+
+def schema_arguments(parameters: dict[str, Any]) -> Arguments:
+    """Return the validator of arguments for a tool given as JSON Schema (an MCP server's, the
+    runtime's own): the required and the known names, and each property's JSON type and enum
+    at the top level. A server checks deeper itself."""
+    properties = parameters.get("properties")
+    properties = properties if isinstance(properties, dict) else {}
+    listed = parameters.get("required")
+    required = [n for n in listed if isinstance(n, str)] if isinstance(listed, list) else []
+    items = {
+        name: (Required if name in required else NotRequired)[_json_hint(properties.get(name))]
+        for name in dict.fromkeys([*properties, *required])
+    }
+    closed = parameters.get("additionalProperties", True) is False
+    return TypeAdapter(_record("arguments", items, closed=closed))
+
+
+def _json_hint(schema: Any) -> Any:
+    """The hint that checks one property schema's top level (``Any`` when it says nothing)."""
+    if not isinstance(schema, dict):
+        return Any
+    if "enum" in schema or "const" in schema:
+        values = schema["enum"] if "enum" in schema else [schema["const"]]
+        return Annotated[Any, AfterValidator(functools.partial(_one_of, list(values)))]
+    members = schema.get("anyOf") or schema.get("oneOf")
+    if isinstance(members, list):
+        hints = [_json_hint(member) for member in members]
+    else:
+        kinds = schema.get("type")
+        kinds = [kinds] if isinstance(kinds, str) else kinds if isinstance(kinds, list) else []
+        hints = [_HINTS[kind] for kind in kinds if kind in _HINTS]
+    return Any if not hints or Any in hints else Union[tuple(hints)]  # noqa: UP007
+
+
+def _one_of(values: list[Any], value: Any) -> Any:
+    """``value`` if it is one of ``values`` by JSON type too (``true`` is not ``1``)."""
+    if (type(value), value) not in [(type(member), member) for member in values]:
+        raise ValueError("not one of the allowed values")
+    return value
+
+
+def _pydantic_hint(hint: Any, seen: frozenset[type] = frozenset()) -> Any:
+    """``hint`` with every attrs class and TypedDict in it rebuilt as a record pydantic takes."""
+    if isinstance(hint, type) and (attrs.has(hint) or is_typeddict(hint)):
+        return _class_record(hint, seen)
+    args = get_args(hint)
+    origin = get_origin(hint)
+    if not args or origin is Literal:
+        return hint
+    new = tuple(_pydantic_hint(arg, seen) for arg in args)
+    if new == args:
+        return hint
+    if origin is Union or origin is types.UnionType:
+        return Union[new]  # noqa: UP007
+    return origin[new if len(new) > 1 else new[0]]
+
+
+def _class_record(cls: type, seen: frozenset[type]) -> Any:
+    """An attrs class (init fields by alias, an instance made once valid) or a TypedDict as a
+    closed record."""
+    if cls in seen:
+        raise _Unsupported(f"{cls.__qualname__} contains itself")
+    seen |= {cls}
+    hints = typing.get_type_hints(cls, include_extras=True)
+    items: dict[str, Any] = {}
+    if attrs.has(cls):
+        for field in attrs.fields(cls):
+            if field.init:
+                hint = _pydantic_hint(hints.get(field.name, Any), seen)
+                text = field.metadata.get("description")
+                required = field.default is attrs.NOTHING
+                items[field.alias or field.name] = _item(hint, field.default, text, required)
+        made = AfterValidator(functools.partial(_instance, cls))
+        return Annotated[_record(cls.__name__, items), made]
+    for name, hint in hints.items():
+        # An explicit Required/NotRequired wins: Python 3.11 cannot see one in a string
+        # annotation when it computes __required_keys__.
+        kind = get_origin(hint)
+        if kind is Required or kind is NotRequired:
+            items[name] = kind[_pydantic_hint(get_args(hint)[0], seen)]
+        else:
+            kind = Required if name in getattr(cls, "__required_keys__", ()) else NotRequired
+            items[name] = kind[_pydantic_hint(hint, seen)]
+    return _record(cls.__name__, items)
+
+
+def _instance(cls: type, record: dict[str, Any]) -> Any:
+    """The attrs instance of a valid record; what its own validators refuse is a ValueError,
+    which pydantic reports as the value's error."""
+    try:
+        return cls(**record)
+    except Exception as exc:
+        raise ValueError(str(exc) or type(exc).__name__) from exc
+
+
+def _record(name: str, items: dict[str, Any], *, closed: bool = True) -> type:
+    """A ``TypedDict`` of ``items`` (any string keys), closed unless told otherwise."""
+    record: Any = typing.cast(Any, TypedDict)(name, items)
+    record.__pydantic_config__ = ConfigDict(extra="forbid" if closed else "allow")
+    return typing.cast(type, record)
+
+
+def _item(hint: Any, default: Any, text: str | None, required: bool) -> Any:
+    """One item of a record: required without a default, else its default shown if JSON."""
+    if required:
+        return Required[Annotated[hint, Field(description=text)]]
+    try:
+        pydantic_core.to_jsonable_python(default)
+    except pydantic_core.PydanticSerializationError:
+        return NotRequired[Annotated[hint, Field(description=text)]]
+    return NotRequired[Annotated[hint, Field(default, description=text)]]
+
+
+def _annotated_text(hint: Any) -> str | None:
+    """The first non-blank string of ``Annotated[X, "text", ...]``, as one line."""
+    if get_origin(hint) is not Annotated:
+        return None
+    texts = [" ".join(item.split()) for item in hint.__metadata__ if isinstance(item, str)]
+    return next((text for text in texts if text), None)
 
 
 def description_from_doc(fn: Callable[..., Any]) -> str:
@@ -136,61 +275,6 @@ def description_from_doc(fn: Callable[..., Any]) -> str:
             break
         lines.append(line)
     return " ".join(" ".join(lines).split())
-
-
-def type_schema(tp: Any, seen: frozenset[type] = frozenset()) -> dict[str, Any]:
-    """Return the JSON Schema of one type hint (see the module docstring for the mapping).
-
-    ``seen`` holds the classes being expanded, so that a class containing itself is refused.
-    Raises ``_Unsupported`` (private) for a hint with no JSON form.
-    """
-    if tp is Any:
-        return {}
-    if tp is None:
-        return {"type": "null"}
-    origin = get_origin(tp)
-    if origin is Annotated:
-        return _annotated_schema(tp, seen)
-    if origin is Literal:
-        return _enum_schema(get_args(tp), "Literal")
-    if origin is Union or origin is types.UnionType:
-        return _union_schema([type_schema(arg, seen) for arg in get_args(tp)])
-    if origin is Required or origin is NotRequired:
-        return type_schema(get_args(tp)[0], seen)
-    if origin is not None:
-        return _generic_schema(origin, get_args(tp), seen)
-    if isinstance(tp, typing.NewType):
-        return type_schema(tp.__supertype__, seen)
-    if isinstance(tp, type):
-        return _class_schema(tp, seen)
-    raise _Unsupported(repr(tp))
-
-
-def needs_structuring(tp: Any) -> bool:
-    """Tell whether a value parsed from JSON must be converted to match the hint ``tp``.
-
-    True when the hint contains an Enum, an attrs class, a tuple or a set anywhere: JSON gives
-    plain values, lists and dicts, which the function would otherwise receive as they are.
-    """
-    origin = get_origin(tp)
-    if origin is Annotated or origin is Required or origin is NotRequired:
-        return needs_structuring(get_args(tp)[0])
-    if origin is Literal:
-        return False
-    if origin is tuple or origin in _SETS:
-        return True
-    if origin is not None:
-        return any(needs_structuring(arg) for arg in get_args(tp) if arg is not Ellipsis)
-    if isinstance(tp, typing.NewType):
-        return needs_structuring(tp.__supertype__)
-    if not isinstance(tp, type):
-        return False
-    if tp is tuple or tp in _SETS or issubclass(tp, enum.Enum) or attrs.has(tp):
-        return True
-    if typing.is_typeddict(tp):
-        hints = typing.get_type_hints(tp, include_extras=True)
-        return any(needs_structuring(hint) for hint in hints.values())
-    return False
 
 
 def _parameters(fn: Callable[..., Any], label: str) -> list[tuple[inspect.Parameter, Any]]:
@@ -221,10 +305,6 @@ def _parameters(fn: Callable[..., Any], label: str) -> list[tuple[inspect.Parame
             )
         result.append((param, hints[param.name]))
     return result
-
-
-#: The parameter a tool function declares to get its call's idempotency key from the runtime.
-IDEMPOTENCY_KEY = "idempotency_key"
 
 
 def wants_idempotency_key(fn: Callable[..., Any]) -> bool:
@@ -301,164 +381,3 @@ def _arg_docs(doc: str | None) -> dict[str, str]:
         elif current is not None:
             found[current].append(stripped)
     return {name: " ".join(part for part in parts if part) for name, parts in found.items()}
-
-
-def _object_schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    """A closed JSON object with the given properties."""
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": False,
-    }
-
-
-def _annotated_schema(tp: Any, seen: frozenset[type]) -> dict[str, Any]:
-    """``Annotated[X, "text", ...]``: X's schema with the first string as its description."""
-    base, *metadata = get_args(tp)
-    schema = type_schema(base, seen)
-    text = next((item for item in metadata if isinstance(item, str)), None)
-    if text and text.strip():
-        schema = {**schema, "description": " ".join(inspect.cleandoc(text).split())}
-    return schema
-
-
-def _json_types(values: Iterable[Any], what: str) -> list[str]:
-    """The distinct JSON types of some literal values, refusing values JSON cannot carry."""
-    names: list[str] = []
-    for value in values:
-        name = _SCALARS.get(type(value))
-        if name is None:
-            raise _Unsupported(f"{what} value {value!r} is not a JSON string, number or boolean")
-        if name not in names:
-            names.append(name)
-    return names
-
-
-def _enum_schema(values: tuple[Any, ...] | list[Any], what: str) -> dict[str, Any]:
-    """An ``enum`` of JSON scalars, with their type (or type list)."""
-    names = _json_types(values, what)
-    schema: dict[str, Any] = {"type": names[0] if len(names) == 1 else names} if names else {}
-    schema["enum"] = list(values)
-    return schema
-
-
-def _union_schema(members: list[dict[str, Any]]) -> dict[str, Any]:
-    """Merge simple members into one ``type`` list (and ``enum``); otherwise use ``anyOf``."""
-    if any(not member for member in members):
-        return {}
-    if any(not set(member) <= {"type", "enum"} for member in members):
-        return {"anyOf": members}
-    with_enum = [member for member in members if "enum" in member]
-    without = [member for member in members if "enum" not in member]
-    if with_enum and any(member != {"type": "null"} for member in without):
-        return {"anyOf": members}
-    schema: dict[str, Any] = {}
-    if all("type" in member for member in members):
-        names: list[str] = []
-        for member in members:
-            kind = member["type"]
-            for name in [kind] if isinstance(kind, str) else kind:
-                if name not in names:
-                    names.append(name)
-        schema["type"] = names[0] if len(names) == 1 else names
-    if with_enum:
-        values = [value for member in with_enum for value in member["enum"]]
-        schema["enum"] = [*values, None] if without and None not in values else values
-    return schema
-
-
-def _generic_schema(origin: Any, args: tuple[Any, ...], seen: frozenset[type]) -> dict[str, Any]:
-    """``list[X]``, ``tuple[...]``, ``set[X]``, ``dict[str, X]`` and their abstract forms."""
-    if origin is tuple:
-        if len(args) == 2 and args[1] is Ellipsis:
-            return {"type": "array", "items": type_schema(args[0], seen)}
-        items = [type_schema(arg, seen) for arg in args if arg != ()]
-        size = len(items)
-        return {"type": "array", "prefixItems": items, "minItems": size, "maxItems": size}
-    if origin in _ARRAYS:
-        # OpenAI refuses an array schema without "items": a bare list takes any item.
-        schema: dict[str, Any] = {"type": "array", "items": {}}
-        if args:
-            schema["items"] = type_schema(args[0], seen)
-        if origin in _SETS:
-            schema["uniqueItems"] = True
-        return schema
-    if origin in _OBJECTS:
-        key, value = args
-        if key is not str and key is not Any:
-            raise _Unsupported(f"mapping keys of type {key!r}: JSON object keys are strings")
-        values = type_schema(value, seen)
-        return {"type": "object", "additionalProperties": values} if values else {"type": "object"}
-    raise _Unsupported(repr(origin))
-
-
-def _class_schema(cls: type, seen: frozenset[type]) -> dict[str, Any]:
-    """Scalars, enums, attrs classes, TypedDicts and bare containers."""
-    scalar = _SCALARS.get(cls)
-    if scalar is not None:
-        return {"type": scalar}
-    if issubclass(cls, enum.Enum):
-        return _enum_schema([member.value for member in cls], f"{cls.__name__} member")
-    if attrs.has(cls) or typing.is_typeddict(cls):
-        if cls in seen:
-            raise _Unsupported(f"{cls.__qualname__} contains itself")
-        return _record_schema(cls, seen | {cls})
-    if cls in _ARRAYS:
-        bare: dict[str, Any] = {"type": "array", "items": {}}  # OpenAI needs "items"
-        return {**bare, "uniqueItems": True} if cls in _SETS else bare
-    if cls in _OBJECTS:
-        return {"type": "object"}
-    raise _Unsupported(cls.__qualname__)
-
-
-def _record_schema(cls: type, seen: frozenset[type]) -> dict[str, Any]:
-    """A nested object from an attrs class (init fields by alias) or a TypedDict."""
-    hints = typing.get_type_hints(cls, include_extras=True)
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    if typing.is_typeddict(cls):
-        for name, hint in hints.items():
-            properties[name] = type_schema(hint, seen)
-        required = [name for name, hint in hints.items() if _typeddict_requires(cls, name, hint)]
-        return _object_schema(properties, required)
-    for field in attrs.fields(cls):
-        if not field.init:
-            continue
-        hint = hints.get(field.name, field.type)
-        if hint is None:
-            raise _Unsupported(f"{cls.__qualname__}.{field.name} has no annotation")
-        prop = dict(type_schema(hint, seen))
-        if "description" not in prop and field.metadata.get("description"):
-            prop["description"] = str(field.metadata["description"])
-        name = field.alias or field.name
-        if field.default is attrs.NOTHING:
-            required.append(name)
-        elif (default := _json_value(field.default)) is not _NO_DEFAULT:
-            prop["default"] = default
-        properties[name] = prop
-    return _object_schema(properties, required)
-
-
-def _typeddict_requires(cls: type, name: str, hint: Any) -> bool:
-    """Whether a TypedDict key is required; an explicit Required/NotRequired hint wins.
-
-    Python 3.11 cannot see those in string annotations when it computes ``__required_keys__``.
-    """
-    origin = get_origin(hint)
-    if origin is Required or origin is NotRequired:
-        return origin is Required
-    return name in getattr(cls, "__required_keys__", ())
-
-
-def _json_value(value: Any) -> Any:
-    """A default as JSON (an Enum by its value, a tuple as a list), or ``_NO_DEFAULT``."""
-    if isinstance(value, enum.Enum):
-        value = value.value
-    elif isinstance(value, tuple | frozenset | set):
-        value = [item.value if isinstance(item, enum.Enum) else item for item in value]
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError):
-        return _NO_DEFAULT
-    return value

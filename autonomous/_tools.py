@@ -15,16 +15,16 @@ from typing import Any, TypeVar, cast, overload
 
 import anyio
 import attrs
-import cattrs
+import pydantic
 
 from autonomous._errors import ConfigurationError
 from autonomous._schema import (
     IDEMPOTENCY_KEY,
     JSON_TYPES,
+    Arguments,
     description_from_doc,
-    json_schema_for,
-    needs_structuring,
-    parameter_hints,
+    function_arguments,
+    schema_arguments,
     unwrap_partial,
     wants_idempotency_key,
 )
@@ -33,9 +33,6 @@ from autonomous._text import cleaned
 _NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 T = TypeVar("T")
 
-#: Converts JSON arguments into Enum members, attrs instances, tuples and sets for function tools.
-_CONVERTER = cattrs.Converter(use_alias=True, forbid_extra_keys=True)
-
 
 class ToolArgumentError(ValueError):
     """The model's arguments for a tool are unusable; the message tells the model what to fix.
@@ -43,59 +40,6 @@ class ToolArgumentError(ValueError):
     Reported back to the model as the tool's result (see :func:`format_error`); it is not a turn
     error and does not end the turn.
     """
-
-
-@attrs.frozen
-class _Check:
-    """The JSON checks of one argument: the alternatives it may match, and the coercions."""
-
-    #: Each alternative: the JSON types it accepts and the (type, value) pairs allowed (None: any).
-    alternatives: tuple[tuple[frozenset[str] | None, frozenset[Any] | tuple[Any, ...] | None], ...]
-    #: The declared JSON types and the enum values, in schema order, for error messages.
-    expected: tuple[str, ...]
-    allowed: tuple[Any, ...]
-    int_to_float: bool
-    float_to_int: bool
-
-    def apply(self, name: str, value: Any) -> Any:
-        """Return the value (an int made float for a number, or an integral float made int).
-
-        Raises ToolArgumentError when no alternative accepts it.
-        """
-        kind = JSON_TYPES[type(value)]
-        if kind == "integer":
-            if self.int_to_float:
-                value, kind = float(value), "number"
-        elif kind == "number" and self.float_to_int and value.is_integer():
-            value, kind = int(value), "integer"
-        for types, members in self.alternatives:
-            if (types is None or kind in types) and (
-                members is None or _is_member(kind, value, members)
-            ):
-                return value
-        raise ToolArgumentError(self._message(name, value, kind))
-
-    def _message(self, name: str, value: Any, kind: str) -> str:
-        """Say what the argument must be: one of the enum values, or of the declared types."""
-        got = _show(value)
-        if self.allowed and any(
-            members is not None and (types is None or kind in types)
-            for types, members in self.alternatives
-        ):
-            listed = ", ".join(map(_show, self.allowed))
-            return f"argument {name!r} must be one of {listed}; got {got}"
-        got = kind if value is None else f"{kind} {got}"
-        return f"argument {name!r} must be {' or '.join(self.expected)}; got {got}"
-
-
-@attrs.frozen
-class _Arguments:
-    """What ``parse_arguments`` checks, precomputed from a tool's parameters schema."""
-
-    required: tuple[str, ...]
-    known: frozenset[str]
-    closed: bool
-    checks: dict[str, _Check]
 
 
 @attrs.frozen
@@ -216,14 +160,20 @@ class Tool:
     destructive: bool = False
     aliases: tuple[str, ...] = attrs.field(default=(), converter=_to_aliases, kw_only=True)
     _spec: dict[str, Any] = attrs.field(init=False, repr=False)
-    _arguments: _Arguments = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         if self.name in self.aliases:  # a name is no alias of itself
             object.__setattr__(self, "aliases", tuple(a for a in self.aliases if a != self.name))
         spec = {"name": self.name, "description": self.description, "parameters": self.parameters}
         object.__setattr__(self, "_spec", {"type": "function", "function": spec})
-        object.__setattr__(self, "_arguments", _arguments_of(self.parameters))
+
+    @functools.cached_property
+    def _arguments(self) -> Arguments:
+        """The validator of the model's arguments: a function tool's own, else one from the
+        schema (built at the first call: a server may list many tools never called)."""
+        if isinstance(self.fn, _FunctionCall):
+            return self.fn.arguments
+        return schema_arguments(self.parameters)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -290,8 +240,9 @@ def function_tool(
     ``sync_in_thread=False`` for cheap ones. A thread cannot be killed: on a timeout or
     cancellation the call is abandoned and the thread finishes in the background.
 
-    Arguments are converted to the annotated types where JSON differs (Enum members, attrs
-    instances, tuples, sets); a value that does not convert raises ``ToolArgumentError``.
+    Arguments are validated and converted by pydantic to the annotated types (Enum members,
+    attrs instances, tuples, sets, pydantic models ...); a value that does not fit raises
+    ``ToolArgumentError``.
 
     ``idempotent=True`` declares the tool safe to run twice (see :class:`Tool`). A function
     with an ``idempotency_key: str`` parameter gets the call's key (see
@@ -300,11 +251,12 @@ def function_tool(
     """
 
     def build(target: Callable[..., Any]) -> Tool:
+        arguments, parameters = function_arguments(target)
         return Tool(
             name=name if name is not None else _default_name(target),
             description=description if description is not None else description_from_doc(target),
-            parameters=json_schema_for(target),
-            fn=_caller(target, in_thread=sync_in_thread),
+            parameters=parameters,
+            fn=_caller(target, arguments, parameters, in_thread=sync_in_thread),
             read_only=read_only,
             timeout=timeout,
             fatal_timeout=fatal_timeout,
@@ -317,15 +269,16 @@ def function_tool(
 def parse_arguments(tool: Tool, raw: str) -> dict[str, Any]:
     """Parse the model's raw JSON argument text and check it against the tool's parameters.
 
-    Empty text means no arguments. Checks: a JSON object, every required argument present, no
-    unknown one (when the schema is closed), and each value of the right JSON type (or enum
-    member); nested values are not checked. An int given for a number becomes a float, an
-    integral float given for an integer becomes an int. Defaults are left to the function.
+    Empty text means no arguments. A function tool's arguments are validated by pydantic
+    (strictly, as JSON: ``"5"`` is no integer, ``true`` no number); a tool given as JSON Schema
+    has its required and known names and each value's JSON type and enum checked. The values
+    come back as JSON, not converted (the function converts them), except that an int given
+    for a number becomes a float and an integral float given for an integer becomes an int.
+    Defaults are left to the function.
 
     Raises:
         ToolArgumentError: with a message the model can act on.
     """
-    spec = tool._arguments
     if raw and not raw.isspace():
         try:
             args = json.loads(raw)
@@ -340,20 +293,18 @@ def parse_arguments(tool: Tool, raw: str) -> dict[str, Any]:
     if type(args) is not dict:
         kind = JSON_TYPES.get(type(args), type(args).__name__)
         raise ToolArgumentError(f"arguments must be a JSON object, got {kind}")
-    missing = [name for name in spec.required if name not in args]
-    if missing:
-        names = ", ".join(map(repr, missing))
-        raise ToolArgumentError(
-            f"missing required argument{'s' if len(missing) > 1 else ''} {names}"
-        )
-    if spec.closed and not spec.known.issuperset(args):
-        raise ToolArgumentError(_unknown_message(args, spec.known))
-    checks = spec.checks
+    properties = _properties(tool.parameters)
     for name, value in args.items():
-        check = checks.get(name)
-        if check is not None:
-            args[name] = check.apply(name, value)
-    return args
+        kinds = _expected(properties.get(name))[0]  # JSON's 3.0 may be a whole number
+        if "integer" in kinds and "number" not in kinds and type(value) is float:
+            args[name] = int(value) if value.is_integer() else value
+    try:
+        checked = tool._arguments.validate_json(json.dumps(args), strict=True)
+    except pydantic.ValidationError as exc:
+        raise ToolArgumentError(_explain(exc, args, properties)) from None
+    # Numbers as checked (2 given for a number is 2.0), the rest as the model sent them.
+    numbers = {name: value for name, value in checked.items() if type(value) in (int, float)}
+    return {name: numbers.get(name, value) for name, value in args.items()}
 
 
 #: The argument error for JSON nested past the parser's recursion limit.
@@ -363,78 +314,60 @@ _TOO_DEEP = (
 )
 
 
-def _arguments_of(parameters: dict[str, Any]) -> _Arguments:
-    """Precompute the required and known names and each property's check."""
-    properties: dict[str, Any] = parameters.get("properties") or {}
-    checks = {name: check for name, schema in properties.items() if (check := _check_of(schema))}
-    return _Arguments(
-        required=tuple(parameters.get("required") or ()),
-        known=frozenset(properties),
-        closed=parameters.get("additionalProperties", True) is False,
-        checks=checks,
-    )
+def _properties(parameters: dict[str, Any]) -> dict[str, Any]:
+    """The property schemas of a parameters schema, whatever a server sent."""
+    properties = parameters.get("properties")
+    return properties if isinstance(properties, dict) else {}
 
 
-def _check_of(schema: Any) -> _Check | None:
-    """The check of one property schema, or None when it accepts any JSON value."""
-    if not isinstance(schema, dict):
-        return None
-    members = schema.get("anyOf") or schema.get("oneOf") or [schema]
-    alternatives = []
-    expected: list[str] = []
+def _expected(schema: Any) -> tuple[list[str], list[Any]]:
+    """The JSON types and the enum values a property schema names, its anyOf members' too;
+    no types when a member accepts any type."""
+    members = schema.get("anyOf") or schema.get("oneOf") if isinstance(schema, dict) else None
+    kinds: list[str] = []
     allowed: list[Any] = []
-    for member in members:
-        if not isinstance(member, dict):
-            return None
-        kind = member.get("type")
-        names = [kind] if isinstance(kind, str) else list(kind or ())
-        values = member.get("enum") if "enum" in member else None
-        if "const" in member:
-            values = [member["const"]]
-        if not names and values is None:
-            return None
-        expected.extend(name for name in names if name not in expected)
-        allowed.extend(values or ())
-        accepted = set(names) | ({"integer"} if "number" in names else set())
-        alternatives.append((frozenset(accepted) if names else None, _members(values)))
-    return _Check(
-        alternatives=tuple(alternatives),
-        expected=tuple(expected),
-        allowed=tuple(allowed),
-        int_to_float="number" in expected and "integer" not in expected,
-        float_to_int="integer" in expected and "number" not in expected,
-    )
+    typed = True
+    for member in members if isinstance(members, list) else [schema]:
+        said = member if isinstance(member, dict) else {}
+        names = said.get("type")
+        typed = typed and names is not None
+        kinds += [names] if isinstance(names, str) else list(names or ())
+        allowed += list(said.get("enum") or ()) + ([said["const"]] if "const" in said else [])
+    return (list(dict.fromkeys(kinds)) if typed else []), allowed
 
 
-def _members(values: list[Any] | None) -> frozenset[Any] | tuple[Any, ...] | None:
-    """Enum values as (JSON type, value) pairs, so that ``1`` never matches ``true``."""
-    if values is None:
-        return None
-    pairs = tuple((JSON_TYPES.get(type(value), "other"), value) for value in values)
-    try:
-        return frozenset(pairs)
-    except TypeError:  # an unhashable enum value (a list or an object): compare by equality
-        return pairs
-
-
-def _is_member(kind: str, value: Any, members: frozenset[Any] | tuple[Any, ...]) -> bool:
-    """Whether (kind, value) is one of the enum members."""
-    try:
-        return (kind, value) in members
-    except TypeError:  # an array or object looked up among hashable members
-        return False
-
-
-def _unknown_message(args: dict[str, Any], known: frozenset[str]) -> str:
-    """Name the unknown arguments and the ones the tool takes."""
-    unknown = ", ".join(repr(name) for name in args if name not in known)
-    takes = ", ".join(map(repr, sorted(known))) if known else "no arguments"
-    return f"unknown argument {unknown}; this tool takes {takes}"
+def _explain(error: pydantic.ValidationError, args: dict[str, Any], properties: Any) -> str:
+    """pydantic's errors in a sentence the model can act on: the missing or unknown names,
+    else the first bad argument with the JSON types or the values it must have."""
+    problems = error.errors(include_url=False)
+    missing = [p["loc"][0] for p in problems if p["type"] == "missing" and len(p["loc"]) == 1]
+    if missing:
+        names = ", ".join(map(repr, missing))
+        return f"missing required argument{'s' if len(missing) > 1 else ''} {names}"
+    unknown = [p["loc"][0] for p in problems if p["type"] == "extra_forbidden"]
+    if unknown and all(len(p["loc"]) == 1 for p in problems):
+        takes = ", ".join(map(repr, sorted(properties))) if properties else "no arguments"
+        return f"unknown argument {', '.join(map(repr, unknown))}; this tool takes {takes}"
+    loc = problems[0]["loc"]
+    if not loc:  # the arguments as a whole: deeper than pydantic's JSON parser goes
+        return _TOO_DEEP if problems[0]["type"] == "json_invalid" else problems[0]["msg"]
+    name, value = loc[0], args.get(str(loc[0]))
+    kinds, allowed = _expected(properties.get(name))
+    kind = JSON_TYPES.get(type(value), type(value).__name__)
+    if kinds and kind not in kinds and not (kind == "integer" and "number" in kinds):
+        got = kind if value is None else f"{kind} {_show(value)}"
+        return f"argument {name!r} must be {' or '.join(kinds)}; got {got}"
+    if allowed and len(loc) == 1:
+        listed = ", ".join(map(_show, allowed))
+        return f"argument {name!r} must be one of {listed}; got {_show(value)}"
+    where = f" at {'.'.join(map(str, loc))}" if len(loc) > 1 else ""
+    return f"argument {name!r} is invalid{where}: {problems[0]['msg']}"
 
 
 def _show(value: Any) -> str:
     """A value as the model wrote it (JSON), cut short, without lone surrogates."""
-    text = cleaned(json.dumps(value, ensure_ascii=False), "tool_result", "argument_error")
+    text = json.dumps(value, ensure_ascii=False, default=repr)
+    text = cleaned(text, "tool_result", "argument_error")
     return text if len(text) <= 60 else f"{text[:57]}..."
 
 
@@ -455,35 +388,61 @@ def _is_async(fn: Any) -> bool:
     return inspect.iscoroutinefunction(type(fn).__call__)
 
 
-def _caller(fn: Callable[..., Any], *, in_thread: bool) -> Callable[..., Awaitable[Any]]:
-    """Wrap ``fn`` as an async function of keyword arguments, converting typed arguments."""
-    is_async = _is_async(fn)
-    structured = {
-        name: hint for name, hint in parameter_hints(fn).items() if needs_structuring(hint)
-    }
+def _caller(
+    fn: Callable[..., Any], arguments: Arguments, parameters: dict[str, Any], *, in_thread: bool
+) -> Callable[..., Awaitable[Any]]:
+    """``fn`` as an async function of keyword arguments, converted to their types (an async
+    function with nothing to convert is its own caller)."""
     wants_key = wants_idempotency_key(fn)
-    key_default = _key_default(fn) if wants_key else None
-    if is_async and not structured and not wants_key:
+    key = inspect.signature(fn).parameters[IDEMPOTENCY_KEY].default if wants_key else None
+    properties = _properties(parameters)
+    if _is_async(fn) and not properties and not wants_key:
         return fn
+    return _FunctionCall(
+        fn,
+        arguments,
+        properties,
+        is_async=_is_async(fn),
+        in_thread=in_thread,
+        wants_key=wants_key,
+        key_default="" if key is inspect.Parameter.empty else key,
+    )
 
-    async def call(**kwargs: Any) -> Any:
-        for name, hint in structured.items():
-            if name in kwargs:
-                kwargs[name] = _structure(name, kwargs[name], hint)
-        if wants_key:  # the runtime's key, whatever the arguments say
+
+@attrs.frozen
+class _FunctionCall:
+    """A function tool's ``fn``: the arguments converted by pydantic, a sync function run in a
+    thread of its own, the call's idempotency key passed in when the function asks for it (its
+    default outside a run's tool call)."""
+
+    fn: Callable[..., Any]
+    arguments: Arguments
+    properties: dict[str, Any]
+    is_async: bool
+    in_thread: bool
+    wants_key: bool
+    key_default: Any
+
+    async def __call__(self, **kwargs: Any) -> Any:
+        kwargs.pop(IDEMPOTENCY_KEY, None)  # the runtime's key, whatever the arguments say
+        try:
+            values = self.arguments.validate_python(kwargs)
+        except pydantic.ValidationError as exc:
+            raise ToolArgumentError(_explain(exc, kwargs, self.properties)) from None
+        kwargs = {name: values[name] for name in kwargs}
+        if self.wants_key:
             context = _CURRENT_CALL.get()
-            kwargs[IDEMPOTENCY_KEY] = key_default if context is None else context.idempotency_key
-        if is_async:
-            return await fn(**kwargs)
-        if in_thread:
-            result = await _in_daemon_thread(functools.partial(fn, **kwargs))
+            key = self.key_default if context is None else context.idempotency_key
+            kwargs[IDEMPOTENCY_KEY] = key
+        if self.is_async:
+            return await self.fn(**kwargs)
+        if self.in_thread:
+            result = await _in_daemon_thread(functools.partial(self.fn, **kwargs))
         else:
-            result = fn(**kwargs)
+            result = self.fn(**kwargs)
         if inspect.isawaitable(result):  # a sync wrapper around a coroutine function
             result = await result
         return result
-
-    return call
 
 
 async def _in_daemon_thread(fn: Callable[[], T]) -> T:
@@ -518,18 +477,3 @@ async def _in_daemon_thread(fn: Callable[[], T]) -> T:
     if ok:
         return cast(T, value)
     raise value
-
-
-def _key_default(fn: Callable[..., Any]) -> Any:
-    """What the ``idempotency_key`` parameter gets outside a tool call: its default, or ""."""
-    default = inspect.signature(fn).parameters[IDEMPOTENCY_KEY].default
-    return "" if default is inspect.Parameter.empty else default
-
-
-def _structure(name: str, value: Any, hint: Any) -> Any:
-    """Convert one JSON argument to its annotated type, or explain why it does not fit."""
-    try:
-        return _CONVERTER.structure(value, hint)
-    except Exception as exc:
-        problems = "; ".join(cattrs.transform_error(exc, path=name))
-        raise ToolArgumentError(f"argument {name!r} is invalid: {problems}") from exc
