@@ -14,11 +14,10 @@ Map:
     _schema.py   SqliteEventLog's tables, statements and row conversions
     _worker.py   aiosqlite's thread: one trip per operation, a daemon closed at exit
     _postgres.py  PostgresEventLog: psycopg 3 async, a pool, one statement per write, claims
-    _postgres_sql.py  PostgresEventLog's SQL but prune's: schema, statements, migrations
-    _postgres_rows.py  its rows read back: events, session summaries, leases, claims
+    _postgres_sql.py  PostgresEventLog's SQL but prune's: schema, statements, migrations; how
+                 it stores text (U+0000 escaped, keys as parameters, notification payloads: a
+                 digest of the key); its rows read back (events, summaries, leases, claims)
     _postgres_batch.py  a batch of events as its append statement's parameters (plain or JSON)
-    _postgres_text.py  how it stores text: U+0000 escaped, keys as parameters, notification
-                 payloads (a digest of the key)
     _postgres_conn.py  its pool and connections: the masked DSN, server errors, schema set-up
     _postgres_prune.py  PostgresEventLog.prune's SQL and statements: candidates, a batch per
                  statement
