@@ -6,11 +6,11 @@ Map:
     _codec.py    JSON through one private cattrs converter, schema version checks
     _store.py    the EventLog protocol, SessionRef, leases, claims, session summaries, prune results
     _memory.py   MemoryEventLog: in-process, not durable
-    _sqlite.py   SqliteEventLog: aiosqlite, WAL, one transaction per write, lease rows
+    _sqlite.py   SqliteEventLog: aiosqlite, WAL, one transaction per write, lease rows; its
+                 errors (a file it cannot use, an sqlite error turned into ours)
     _sqlite_tx.py  what runs inside those transactions: inserts, the lease fence, claims,
                  batched renewals, migration, a connection's set-up
     _sqlite_prune.py  SqliteEventLog.prune's statements: candidates, a batch per transaction
-    _sqlite_errors.py  SqliteEventLog's error messages (a file it cannot use, sqlite errors)
     _schema.py   SqliteEventLog's tables, statements and row conversions
     _worker.py   aiosqlite's thread: one trip per operation, a daemon closed at exit
     _postgres.py  PostgresEventLog: psycopg 3 async, a pool, one statement per write, claims
