@@ -31,10 +31,10 @@ from ._observer import Observer
 from ._options import RunOptions
 from ._restore import INTERRUPTED
 from ._result import RetryDecision, RunResult, StopReason
-from ._results import error_record
 from ._run_state import Retrying, RunState
 from ._summary import Compactor
 from ._supervisor import AbortRun, PauseRun, Steer, consult, steer_message
+from ._tool_result import error_record
 from ._tool_table import ToolTable
 from ._turn import BudgetReached, TurnRunner
 

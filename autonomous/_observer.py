@@ -44,9 +44,9 @@ from ._progress import (
     TurnStarted,
     Woke,
 )
-from ._results import ToolOutcome
 from ._supervisor import RecentEvents, Spent
 from ._telemetry import ChatSpan, Telemetry, provider_name
+from ._tool_result import ToolOutcome
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator, Sequence

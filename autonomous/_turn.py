@@ -22,7 +22,7 @@ from ._observer import Observer
 from ._options import RunOptions
 from ._restore import INTERRUPTED
 from ._result import StopReason
-from ._results import ToolInterrupted, ToolOutcome, format_error, render_result
+from ._tool_result import ToolInterrupted, ToolOutcome, format_error, render_result
 from ._tool_table import ToolTable
 from ._tools import (
     Tool,
