@@ -4,7 +4,8 @@ Map:
     _events.py   the event envelope, one frozen payload class per kind, session keys and
                  their limit (MAX_KEY_LENGTH)
     _codec.py    JSON through one private cattrs converter, schema version checks
-    _store.py    the EventLog protocol, SessionRef, leases, claims, session summaries, prune results
+    _store.py    the EventLog protocol (with its own append_and_release and watch), SessionRef,
+                 leases, claims, session summaries, prune results
     _memory.py   MemoryEventLog: in-process, not durable
     _sqlite.py   SqliteEventLog: aiosqlite, WAL, one transaction per write, lease rows; its
                  errors (a file it cannot use, an sqlite error turned into ours)
@@ -82,6 +83,7 @@ from ._store import (
     PruneResult,
     SessionRef,
     SessionSummary,
+    StoreWatch,
 )
 
 if TYPE_CHECKING:
@@ -148,6 +150,7 @@ __all__ = [
     "SessionSummary",
     "SqliteEventLog",
     "StoreUnavailable",
+    "StoreWatch",
     "ToolCallRecord",
     "ToolResult",
     "UnknownSchemaVersion",

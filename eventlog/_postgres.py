@@ -31,10 +31,10 @@ from ._rules import (
     may_take_lease,
     process_alive,
 )
-from ._store import Claim, Clock, Lease, LeaseHolder, PruneResult, SessionSummary
+from ._store import Claim, Clock, EventLog, Lease, LeaseHolder, PruneResult, SessionSummary
 
 
-class PostgresEventLog:
+class PostgresEventLog(EventLog):
     """A durable :class:`~eventlog.EventLog` in a PostgreSQL database, shared by any number of
     processes on any number of hosts.
 

@@ -29,7 +29,7 @@ from ._rules import (
     lease_expiry,
 )
 from ._sqlite_prune import SqlitePruning
-from ._store import Claim, Clock, Lease, LeaseHolder, PruneResult, SessionSummary
+from ._store import Claim, Clock, EventLog, Lease, LeaseHolder, PruneResult, SessionSummary
 
 T = TypeVar("T")
 
@@ -44,7 +44,7 @@ READ_ONLY_CODES = frozenset({sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN})
 BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
 
 
-class SqliteEventLog:
+class SqliteEventLog(EventLog):
     """A durable :class:`~eventlog.EventLog` in one SQLite file.
 
     The file is opened on first use, by ``async with``, or by :meth:`open`; a missing file is
