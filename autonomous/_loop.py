@@ -420,7 +420,7 @@ def _retry_decision(deps: LoopDeps, error: BaseException, attempt: int) -> Retry
 def _retry_delay(deps: LoopDeps, error: BaseException, attempt: int) -> float:
     """The seconds a retry policy with a ``delay(error, attempt)`` method asks to wait before
     the retry; 0 for a plain policy, or a delay that fails or is not a number."""
-    delay = getattr(deps.opts.retry_policy, "delay", None)
+    delay = deps.opts.retry_policy.delay if deps.opts.retry_policy is not None else None
     if not callable(delay):
         return 0.0
     try:
