@@ -18,6 +18,7 @@ from ._decide import Totals, call_budget, call_would_pass, estimate_input_tokens
 from ._errors import ModelCallLimit, ModelError, ToolTimeoutError, TurnError
 from ._exit_tools import ControlTools
 from ._model import Message, Model, ModelResponse, ToolCall
+from ._models._litellm import LiteLLMModel
 from ._observer import Observer
 from ._options import RunOptions
 from ._restore import INTERRUPTED
@@ -199,7 +200,7 @@ class TurnRunner:
     def _output_reserve(self) -> int:
         """The output a call may produce: the model's ``max_tokens`` keyword, else its limit
         in litellm's table, else the most output a call of this run has produced."""
-        kwargs = getattr(self.model, "completion_kwargs", None) or {}
+        kwargs = self.model.completion_kwargs if isinstance(self.model, LiteLLMModel) else {}
         for key in ("max_tokens", "max_completion_tokens"):
             value = kwargs.get(key)
             if isinstance(value, int) and value > 0:
