@@ -62,9 +62,9 @@ class Model(Protocol):
     The protocol stays these two members: any object with them is a model (``Agent`` takes
     what ``isinstance(value, Model)`` accepts), so a member added here would refuse every
     model written to it before. What only litellm's models have, their completion keywords
-    (``max_tokens`` bounds the output a budget check reserves), is read off
-    the ``LiteLLMModel`` a model string makes, by its type; another model's output limit comes from
-    litellm's table by its name, else from the largest output the run has seen.
+    (``max_tokens`` bounds the output a budget check reserves), is read off the
+    ``LiteLLMModel`` a model string makes, by its type; another model's output limit comes
+    from litellm's table by its name, else from the largest output the run has seen.
     """
 
     @property
