@@ -336,12 +336,12 @@ class SessionKeeper:
         them.
 
         The store's ``append_and_release`` does both (in one transaction, on SQLite and
-        PostgreSQL). When this returns,
-        the lease is no longer held; when it raises, the lease is still ours for
-        :meth:`release` to drop. A lent lease stays held (its lender releases it) unless the
-        lender allowed otherwise (:attr:`AdoptedLease.release_at_end`) and the run ends by
-        itself: not ``context_cancelled`` (a stop, or its caller's cancellation), after which
-        the lender may still write on the lease (a daemon hands the session back).
+        PostgreSQL). When this returns, the lease is no longer held; when it raises, the
+        lease is still ours for :meth:`release` to drop. A lent lease stays held (its lender
+        releases it) unless the lender allowed otherwise (:attr:`AdoptedLease.release_at_end`)
+        and the run ends by itself: not ``context_cancelled`` (a stop, or its caller's
+        cancellation), after which the lender may still write on the lease (a daemon hands
+        the session back).
         """
         lease = self.lease
         adopted = self.adopted

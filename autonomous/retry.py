@@ -35,6 +35,7 @@ from ._errors import ModelError, TurnTimeout
 from ._result import RetryDecision
 
 __all__ = [
+    "RetryFunction",
     "RetryPolicy",
     "TransientRetry",
     "as_policy",

@@ -7,7 +7,6 @@ import os
 import secrets
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
-from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
@@ -347,7 +346,9 @@ class EventLog(Protocol):
         await self.release_lease(lease)
         return seqs
 
-    def watch(self, key: SessionKey | None = None) -> AbstractAsyncContextManager[StoreWatch]:
+    def watch(
+        self, key: SessionKey | None = None
+    ) -> contextlib.AbstractAsyncContextManager[StoreWatch]:
         """Wake-ups for one session (``key``), or for every session's due-ness (``None``), for
         as long as the block is open: its :meth:`StoreWatch.wait` returns after a change
         another process committed (a hint: the reader re-reads from its last seq).
@@ -377,6 +378,7 @@ class _Silent:
 
 @contextlib.asynccontextmanager
 async def _unnotified() -> AsyncIterator[StoreWatch]:
+    """The protocol's own watch: one that never wakes."""
     yield _Silent()
 
 
