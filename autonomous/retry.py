@@ -107,9 +107,9 @@ def _chain(error: BaseException) -> Iterator[BaseException]:
         current = current.__cause__ or current.__context__
 
 
-def _status(error: BaseException) -> int | None:
+def _status(error: ModelError) -> int | None:
     """The HTTP status a model error carries, if any."""
-    status = getattr(error, "status", None)
+    status = error.status
     return status if isinstance(status, int) and not isinstance(status, bool) else None
 
 
@@ -149,7 +149,7 @@ def parse_retry_after(value: str, now: datetime) -> float | None:
 def _retry_after(error: BaseException) -> float | None:
     """The Retry-After a model error in the chain carries (seconds), if any."""
     for cause in _chain(error):
-        after = getattr(cause, "retry_after", None) if isinstance(cause, ModelError) else None
+        after = cause.retry_after if isinstance(cause, ModelError) else None
         if isinstance(after, int | float) and not isinstance(after, bool):
             return float(after)
     return None
