@@ -16,7 +16,7 @@ Map (the core is flat here; its edges are the sub-packages at the end):
     _tools.py         Tool, function_tool, argument parsing, call contexts (idempotency keys)
     _tool_table.py    ToolTable: a run's tools when MCP servers add to the agent's own
     _schema.py        JSON schemas from type hints
-    _results.py       ToolOutcome, and a tool call's value or error as the text the model reads
+    _tool_result.py   ToolOutcome, and a tool call's value or error as the text the model reads
     _text.py          cleaning model and tool text at the edges (lone surrogates)
     _exit_tools.py    the exit tools: the done tool and the schedule tool
     _control_requests.py  RunControls: pause, resume, stop, inject, wake; ControlAction
@@ -97,7 +97,6 @@ from ._progress import (
 )
 from ._remote import send_control, send_inject
 from ._result import AutonomousStatus, RetryDecision, RunResult, StopReason
-from ._results import ToolOutcome
 from ._supervisor import (
     AbortRun,
     PauseRun,
@@ -109,6 +108,7 @@ from ._supervisor import (
     SupervisorSnapshot,
 )
 from ._telemetry import Telemetry
+from ._tool_result import ToolOutcome
 from ._tools import Tool, ToolArgumentError, ToolCallContext, current_tool_call, function_tool
 
 __all__ = [

@@ -22,7 +22,7 @@ from eventlog import (
 )
 
 from ._model import Message, ModelResponse
-from ._results import ToolOutcome
+from ._tool_result import ToolOutcome
 
 
 def window_start(turn: int, window: int, keep: int) -> int:

@@ -1,12 +1,13 @@
 """A run on a durable session: the lease (its own, or one lent to it) and its heartbeat, and
-the log watcher (the store's ``watch`` when it has one, and the poll)."""
+the log watcher (the store's ``watch``, and the poll)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
+import functools
+from collections.abc import Callable
+from contextlib import AsyncExitStack
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Any, cast
 
 import anyio
 from anyio.abc import TaskGroup
@@ -21,6 +22,7 @@ from eventlog import (
     LeaseHolder,
     LeaseLost,
     SessionKey,
+    StoreWatch,
     utcnow,
 )
 from scheduler import Clock
@@ -97,26 +99,33 @@ class AdoptedLease:
         await self._lost.wait()
 
 
-class StoreWatch(Protocol):
-    """What a store's ``watch(key)`` yields: ``wait()`` returns after a change (coalesced)."""
-
-    def wait(self) -> Awaitable[None]:
-        """Return when something changed since the watch began or the last wait returned."""
-        ...
+#: The members the EventLog protocol gained after its first release, with behaviour of its own.
+_LATER_MEMBERS = frozenset({"append_and_release", "watch"})
 
 
-class Watchable(Protocol):
-    """A store that notifies (PostgreSQL's LISTEN): the optional ``watch`` capability."""
+def full_log(log: EventLog) -> EventLog:
+    """``log`` itself when it has every member of :class:`eventlog.EventLog` (every store of
+    ours: they subclass it); a store written to the protocol before ``append_and_release`` and
+    ``watch`` joined it is given the protocol's own behaviour for what it lacks."""
+    if isinstance(log, EventLog):
+        return log
+    return cast(EventLog, _OlderStore(log))
 
-    def __call__(self, key: SessionKey | None = None) -> AbstractAsyncContextManager[StoreWatch]:
-        """Watch ``key`` (None: every session's due-ness) while the block is open."""
-        ...
 
+class _OlderStore:
+    """A store that lacks a later member of the EventLog protocol: the protocol's own for that
+    (the two calls for ``append_and_release``, a watch that never wakes), its own for the rest."""
 
-def store_watch(log: EventLog) -> Watchable | None:
-    """The store's ``watch`` method when it has one (PostgreSQL), else None (poll only)."""
-    watch: Watchable | None = getattr(log, "watch", None)
-    return watch
+    def __init__(self, log: object) -> None:
+        self._log = log
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return getattr(self._log, name)
+        except AttributeError:
+            if name not in _LATER_MEMBERS:
+                raise
+        return functools.partial(getattr(EventLog, name), self)
 
 
 class SessionKeeper:
@@ -132,8 +141,9 @@ class SessionKeeper:
     lent to it (:class:`AdoptedLease`): no acquire, no renewal, no release here, and the
     lender's :meth:`AdoptedLease.lose` is what stops the run.
 
-    When the store has ``watch`` (PostgreSQL), the watch also wakes on its notifications, so
-    a remote inject or stop reaches the run at once; ``control_poll`` stays the fallback.
+    The store's ``watch`` also wakes the watch on its notifications (PostgreSQL's do), so a
+    remote inject or stop reaches the run at once; ``control_poll`` stays the fallback (and
+    is all there is for a store that does not notify: its watch never wakes).
     The run subscribes (:meth:`begin`) before its first read of the log, so that the
     notifications cover whatever that read did not see.
 
@@ -154,7 +164,7 @@ class SessionKeeper:
         adopted: AdoptedLease | None = None,
         call_timeout: float = CALL_TIMEOUT,
     ) -> None:
-        self.log = log
+        self.log = full_log(log)
         self.key = key
         self.opts = opts
         self.adopted = adopted
@@ -187,16 +197,13 @@ class SessionKeeper:
 
     async def begin(self, stack: AsyncExitStack) -> None:
         """Subscribe to the store's ``watch`` of the session (for as long as ``stack`` is
-        open; none for a store without one: the poll alone watches then), then take the
-        lease unless one was lent.
+        open), then take the lease unless one was lent.
 
         Called before the run first reads the session (lease, checkpoint, restore): every
         change committed after that wakes the watch, so it needs no read of its own for the
         time between that read and its start.
         """
-        subscribe = store_watch(self.log)
-        if subscribe is not None:
-            self._notified = await stack.enter_async_context(subscribe(self.key))
+        self._notified = await stack.enter_async_context(self.log.watch(self.key))
         if self.adopted is None:
             await self.acquire()
 
@@ -326,16 +333,16 @@ class SessionKeeper:
 
     async def append_last(self, events: list[Event], reason: StopReason | None = None) -> list[int]:
         """Append the run's last events (it ends with ``reason``), and drop the lease with
-        them when the store can.
+        them.
 
-        The store's ``append_and_release`` does both in one transaction. When this returns,
-        the lease is no longer held; when it raises, the lease is still ours for
-        :meth:`release` to drop. A lent lease stays held (its lender releases it) unless the
-        lender allowed otherwise (:attr:`AdoptedLease.release_at_end`) and the run ends by
-        itself: not ``context_cancelled`` (a stop, or its caller's cancellation), after which
-        the lender may still write on the lease (a daemon hands the session back).
+        The store's ``append_and_release`` does both (in one transaction, on SQLite and
+        PostgreSQL). When this returns, the lease is no longer held; when it raises, the
+        lease is still ours for :meth:`release` to drop. A lent lease stays held (its lender
+        releases it) unless the lender allowed otherwise (:attr:`AdoptedLease.release_at_end`)
+        and the run ends by itself: not ``context_cancelled`` (a stop, or its caller's
+        cancellation), after which the lender may still write on the lease (a daemon hands
+        the session back).
         """
-        both = getattr(self.log, "append_and_release", None)
         lease = self.lease
         adopted = self.adopted
         if self.lost:
@@ -343,11 +350,11 @@ class SessionKeeper:
         ended = reason is not StopReason.CONTEXT_CANCELLED
         lent = adopted is not None and not (adopted.release_at_end and ended)
         self.written_last = True  # from now on nothing the watch reads changes the run
-        if both is None or lease is None or lent:
+        if lease is None or lent:
             seqs = await self.log.append(events, lease=lease)
         else:
             self.releasing = True
-            seqs = await both(events, lease)
+            seqs = await self.log.append_and_release(events, lease)
             self.lease = None
             if adopted is not None:
                 adopted.mark_released()

@@ -32,10 +32,10 @@ from ._options import RunOptions
 from ._progress import Sleeping, TurnFinished, TurnStarted, Woke
 from ._restore import INTERRUPTED
 from ._result import RetryDecision, RunResult, StopReason
-from ._results import error_record
 from ._run_state import Retrying, RunState
 from ._summary import Compactor
 from ._supervisor import AbortRun, PauseRun, Steer, consult, steer_message
+from ._tool_result import error_record
 from ._tool_table import ToolTable
 from ._turn import BudgetReached, TurnRunner
 
@@ -418,7 +418,7 @@ def _retry_decision(deps: LoopDeps, error: BaseException, attempt: int) -> Retry
 def _retry_delay(deps: LoopDeps, error: BaseException, attempt: int) -> float:
     """The seconds a retry policy with a ``delay(error, attempt)`` method asks to wait before
     the retry; 0 for a plain policy, or a delay that fails or is not a number."""
-    delay = getattr(deps.opts.retry_policy, "delay", None)
+    delay = deps.opts.retry_policy.delay if deps.opts.retry_policy is not None else None
     if not callable(delay):
         return 0.0
     try:

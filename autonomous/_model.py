@@ -58,6 +58,13 @@ class Model(Protocol):
     ``complete`` gets the whole conversation (system message first) and the tool schemas in the
     OpenAI function-calling format, and returns one answer. It must not mutate ``messages``.
     Cancellation (anyio) must abort an in-flight call.
+
+    The protocol stays these two members: any object with them is a model (``Agent`` takes
+    what ``isinstance(value, Model)`` accepts), so a member added here would refuse every
+    model written to it before. What only litellm's models have, their completion keywords
+    (``max_tokens`` bounds the output a budget check reserves), is read off the
+    ``LiteLLMModel`` a model string makes, by its type; another model's output limit comes
+    from litellm's table by its name, else from the largest output the run has seen.
     """
 
     @property

@@ -60,9 +60,9 @@ from ._progress import (
     TurnFinished,
     TurnStarted,
 )
-from ._results import ToolOutcome
 from ._supervisor import RecentEvents
 from ._telemetry import ChatSpan, Telemetry, provider_name
+from ._tool_result import ToolOutcome
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator, Sequence

@@ -17,14 +17,12 @@ from usage import Pricing, Tracker
 from ._errors import ConfigurationError
 from ._model import Model
 from ._progress import ProgressCallback
-from ._result import RetryDecision
 from ._supervisor import SupervisorFunction
 from ._telemetry import Telemetry
+from .retry import RetryFunction, RetryPolicy, as_policy
 
 #: ``async (turn_no) -> None``; raising aborts the run with ``retry_policy_aborted``.
 BeforeTurn = Callable[[int], Awaitable[None]]
-#: ``(error, attempt) -> RetryDecision``; ``attempt`` counts consecutive failures of one turn.
-RetryPolicy = Callable[[BaseException, int], RetryDecision]
 #: A duration as the options take it: seconds (an int or a float) or a ``timedelta``.
 Seconds = float | int | timedelta
 
@@ -74,6 +72,12 @@ def _check_tool_name(_options: RunOptions, field: attrs.Attribute[str], value: o
 def _check_callable(_options: RunOptions, field: attrs.Attribute[Any], value: object) -> None:
     if value is not None and not callable(value):
         raise ConfigurationError(f"{field.name} must be callable or None, got {value!r}")
+
+
+def _to_policy(value: RetryPolicy | RetryFunction | None) -> RetryPolicy | None:
+    """A callable as a retry policy (a plain function never waits); anything else as it is,
+    for the check to refuse."""
+    return as_policy(value) if callable(value) else value
 
 
 def _check_prompt(_options: RunOptions, _field: attrs.Attribute[str], value: object) -> None:
@@ -172,7 +176,9 @@ class RunOptions:
     done_tool_description: str | None = None
     before_turn: BeforeTurn | None = attrs.field(default=None, validator=_check_callable)
     progress: ProgressCallback | None = attrs.field(default=None, validator=_check_callable)
-    retry_policy: RetryPolicy | None = attrs.field(default=None, validator=_check_callable)
+    retry_policy: RetryPolicy | None = attrs.field(
+        default=None, converter=_to_policy, validator=_check_callable
+    )
     scheduler: Scheduler | None = attrs.field(default=None, validator=_check_scheduler)
     schedule_tool_name: str = attrs.field(default="schedule_next_turn", validator=_check_tool_name)
     schedule_tool_description: str | None = None
@@ -258,7 +264,7 @@ class RunKwargs(TypedDict, total=False):
     done_tool_description: str | None
     before_turn: BeforeTurn | None
     progress: ProgressCallback | None
-    retry_policy: RetryPolicy | None
+    retry_policy: RetryPolicy | RetryFunction | None
     scheduler: Scheduler | None
     schedule_tool_name: str
     schedule_tool_description: str | None

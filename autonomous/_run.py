@@ -44,11 +44,11 @@ from ._options import RunOptions, budgets_of, with_budgets
 from ._progress import CheckpointWritten, RunExited
 from ._restore import INTERRUPTED, describe, load_history, restore, undelivered
 from ._result import AutonomousStatus, RunResult, StopReason
-from ._results import error_record
 from ._run_state import RunState
 from ._session_state import SessionState, session_state
 from ._summary import compactor_for
 from ._telemetry import auto_telemetry
+from ._tool_result import error_record
 from ._tool_table import ToolTable, open_tool_table
 
 #: Seconds (on the run's clock) that the run's last calls to the store share: the inbox's last

@@ -19,12 +19,13 @@ from ._errors import ModelCallLimit, ModelError, ToolTimeoutError, TurnError
 from ._exit_tools import ControlTools
 from ._model import Message, Model, ModelResponse, ToolCall
 from ._models import output_limit
+from ._models._litellm import LiteLLMModel
 from ._observer import Observer
 from ._options import RunOptions
 from ._progress import ModelCalled, ModelCalling, ToolCalled, ToolCalling
 from ._restore import INTERRUPTED
 from ._result import StopReason
-from ._results import ToolInterrupted, ToolOutcome, format_error, render_result
+from ._tool_result import ToolInterrupted, ToolOutcome, format_error, render_result
 from ._tool_table import ToolTable
 from ._tools import (
     Tool,
@@ -199,9 +200,9 @@ class TurnRunner:
         return call_would_pass(opts, tally.totals, input_tokens=tokens, most_cost_usd=most)
 
     def _output_reserve(self) -> int:
-        """The output a call may produce: the model's ``max_tokens`` keyword, else a litellm
-        model's limit in litellm's table, else the most output a call of this run has produced."""
-        kwargs = getattr(self.model, "completion_kwargs", None) or {}
+        """The output a call may produce: a litellm model's ``max_tokens`` keyword, else its
+        limit in litellm's table, else the most output a call of this run has produced."""
+        kwargs = self.model.completion_kwargs if isinstance(self.model, LiteLLMModel) else {}
         for key in ("max_tokens", "max_completion_tokens"):
             value = kwargs.get(key)
             if isinstance(value, int) and value > 0:

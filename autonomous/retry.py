@@ -13,6 +13,11 @@ the provider's ``Retry-After`` when it sent one (held to ``max_retry_after``), e
 backoff with full jitter held to ``cap``. The loop asks the policy's ``delay(error, attempt)``
 after a ``RETRY_TURN`` decision and waits on the run's clock: the wait counts against
 ``max_wallclock`` and a stop ends it.
+
+A policy is a :class:`RetryPolicy`: ``policy(error, attempt) -> RetryDecision`` and
+``policy.delay(error, attempt) -> seconds``. The ``retry_policy`` option also takes a plain
+``(error, attempt) -> RetryDecision`` function, made a policy that never waits
+(:func:`as_policy`).
 """
 
 from __future__ import annotations
@@ -22,13 +27,64 @@ import random
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
+from typing import Protocol, runtime_checkable
 
 import attrs
 
 from ._errors import ModelError, TurnTimeout
 from ._result import RetryDecision
 
-__all__ = ["TransientRetry", "is_transient", "parse_retry_after", "transient"]
+__all__ = [
+    "RetryFunction",
+    "RetryPolicy",
+    "TransientRetry",
+    "as_policy",
+    "is_transient",
+    "parse_retry_after",
+    "transient",
+]
+
+#: A plain policy: ``(error, attempt) -> RetryDecision``, ``attempt`` counting the consecutive
+#: failures of one turn from 1.
+RetryFunction = Callable[[BaseException, int], RetryDecision]
+
+
+@runtime_checkable
+class RetryPolicy(Protocol):
+    """What a run asks after a failed turn: what to do, and how long to wait before a retry."""
+
+    def __call__(self, error: BaseException, attempt: int) -> RetryDecision:
+        """``RETRY_TURN``, ``SKIP_TURN`` or ``ABORT_RUN`` after failure ``attempt`` (from 1)
+        of a turn; raising aborts the run."""
+        ...
+
+    def delay(self, error: BaseException, attempt: int) -> float:
+        """Seconds to wait, on the run's clock, before the retry ``__call__`` asked for (0, a
+        negative number, or one that is not finite: none; raising: none, and logged)."""
+        ...
+
+
+@attrs.frozen
+class _AtOnce:
+    """A plain ``(error, attempt) -> RetryDecision`` function as a policy: it never waits."""
+
+    decide: RetryFunction
+
+    def __call__(self, error: BaseException, attempt: int) -> RetryDecision:
+        return self.decide(error, attempt)
+
+    def delay(self, error: BaseException, attempt: int) -> float:
+        """No wait: a plain function says nothing of one."""
+        return 0.0
+
+
+def as_policy(policy: RetryPolicy | RetryFunction) -> RetryPolicy:
+    """``policy`` when it is a :class:`RetryPolicy` (it has ``delay``); a plain function made
+    one that retries at once, as the ``retry_policy`` option takes it."""
+    if isinstance(policy, RetryPolicy):
+        return policy
+    return _AtOnce(policy)
+
 
 #: HTTP statuses worth another try: timeout, conflict, too early, too many requests (and 5xx).
 _TRANSIENT_STATUSES = frozenset({408, 409, 425, 429})
@@ -51,9 +107,9 @@ def _chain(error: BaseException) -> Iterator[BaseException]:
         current = current.__cause__ or current.__context__
 
 
-def _status(error: BaseException) -> int | None:
+def _status(error: ModelError) -> int | None:
     """The HTTP status a model error carries, if any."""
-    status = getattr(error, "status", None)
+    status = error.status
     return status if isinstance(status, int) and not isinstance(status, bool) else None
 
 
@@ -93,7 +149,7 @@ def parse_retry_after(value: str, now: datetime) -> float | None:
 def _retry_after(error: BaseException) -> float | None:
     """The Retry-After a model error in the chain carries (seconds), if any."""
     for cause in _chain(error):
-        after = getattr(cause, "retry_after", None) if isinstance(cause, ModelError) else None
+        after = cause.retry_after if isinstance(cause, ModelError) else None
         if isinstance(after, int | float) and not isinstance(after, bool):
             return float(after)
     return None

@@ -4,21 +4,21 @@ Map:
     _events.py   the event envelope, one frozen payload class per kind, session keys and
                  their limit (MAX_KEY_LENGTH)
     _codec.py    JSON through one private cattrs converter, schema version checks
-    _store.py    the EventLog protocol, SessionRef, leases, claims, session summaries, prune results
+    _store.py    the EventLog protocol (with its own append_and_release and watch), SessionRef,
+                 leases, claims, session summaries, prune results
     _memory.py   MemoryEventLog: in-process, not durable
-    _sqlite.py   SqliteEventLog: aiosqlite, WAL, one transaction per write, lease rows
+    _sqlite.py   SqliteEventLog: aiosqlite, WAL, one transaction per write, lease rows; its
+                 errors (a file it cannot use, an sqlite error turned into ours)
     _sqlite_tx.py  what runs inside those transactions: inserts, the lease fence, claims,
                  batched renewals, migration, a connection's set-up
     _sqlite_prune.py  SqliteEventLog.prune's statements: candidates, a batch per transaction
-    _sqlite_errors.py  SqliteEventLog's error messages (a file it cannot use, sqlite errors)
     _schema.py   SqliteEventLog's tables, statements and row conversions
     _worker.py   aiosqlite's thread: one trip per operation, a daemon closed at exit
     _postgres.py  PostgresEventLog: psycopg 3 async, a pool, one statement per write, claims
-    _postgres_sql.py  PostgresEventLog's SQL but prune's: schema, statements, migrations
-    _postgres_rows.py  its rows read back: events, session summaries, leases, claims
+    _postgres_sql.py  PostgresEventLog's SQL but prune's: schema, statements, migrations; how
+                 it stores text (U+0000 escaped, keys as parameters, notification payloads: a
+                 digest of the key); its rows read back (events, summaries, leases, claims)
     _postgres_batch.py  a batch of events as its append statement's parameters (plain or JSON)
-    _postgres_text.py  how it stores text: U+0000 escaped, keys as parameters, notification
-                 payloads (a digest of the key)
     _postgres_conn.py  its pool and connections: the masked DSN, server errors, schema set-up
     _postgres_prune.py  PostgresEventLog.prune's SQL and statements: candidates, a batch per
                  statement
@@ -83,6 +83,7 @@ from ._store import (
     PruneResult,
     SessionRef,
     SessionSummary,
+    StoreWatch,
 )
 
 if TYPE_CHECKING:
@@ -149,6 +150,7 @@ __all__ = [
     "SessionSummary",
     "SqliteEventLog",
     "StoreUnavailable",
+    "StoreWatch",
     "ToolCallRecord",
     "ToolResult",
     "UnknownSchemaVersion",

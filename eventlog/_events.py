@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import enum
-import itertools
-import os
-import secrets
+import uuid
 from datetime import UTC, datetime
 from typing import Any, TypeAlias
 
@@ -332,27 +330,9 @@ PAYLOAD_TYPES: dict[EventKind, type[Any]] = {
 KIND_OF: dict[type[Any], EventKind] = {cls: kind for kind, cls in PAYLOAD_TYPES.items()}
 
 
-class _IdSource:
-    """Event ids: a random 64-bit prefix per process plus a counter (cheap on the hot path).
-
-    The prefix is drawn again in a forked child, so parent and child never share ids.
-    """
-
-    def __init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        self.prefix = secrets.token_hex(8)
-        self.counter = itertools.count(1)
-
-
-_ids = _IdSource()
-os.register_at_fork(after_in_child=_ids.reset)
-
-
 def new_event_id() -> str:
-    """A unique event id: 16 random hex digits per process, then a counter."""
-    return f"{_ids.prefix}{next(_ids.counter):08x}"
+    """A unique event id: a random UUID (version 4) as 32 hex digits."""
+    return uuid.uuid4().hex
 
 
 def utcnow() -> datetime:

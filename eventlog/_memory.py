@@ -40,6 +40,7 @@ from ._rules import (
 from ._store import (
     Claim,
     Clock,
+    EventLog,
     Lease,
     LeaseHolder,
     PrunedSession,
@@ -75,7 +76,7 @@ def _with_seq(stored: _Stored) -> Event:
     )
 
 
-class MemoryEventLog:
+class MemoryEventLog(EventLog):
     """An :class:`~eventlog.EventLog` that keeps events as objects in this process.
 
     Appending is cheap (no encoding, no I/O, no copies: each event is kept as given, next to

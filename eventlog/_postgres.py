@@ -31,10 +31,10 @@ from ._rules import (
     may_take_lease,
     process_alive,
 )
-from ._store import Claim, Clock, Lease, LeaseHolder, PruneResult, SessionSummary
+from ._store import Claim, Clock, EventLog, Lease, LeaseHolder, PruneResult, SessionSummary
 
 
-class PostgresEventLog:
+class PostgresEventLog(EventLog):
     """A durable :class:`~eventlog.EventLog` in a PostgreSQL database, shared by any number of
     processes on any number of hosts.
 
@@ -50,9 +50,9 @@ class PostgresEventLog:
     masked (a caller cancelled while its statement runs is cancelled once it is answered, so
     that the connection is kept).
 
-    Besides the :class:`~eventlog.EventLog` methods it has :meth:`append_and_release`,
-    :meth:`count`, :meth:`claim_due`, :meth:`renew_leases` and :meth:`watch` (notifications
-    through LISTEN on one dedicated connection: never through a transaction-pooling proxy).
+    Besides the :class:`~eventlog.EventLog` methods it has :meth:`count`. Its
+    :meth:`append_and_release` is one statement, and its :meth:`watch` wakes on notifications
+    (through LISTEN on one dedicated connection: never through a transaction-pooling proxy).
     """
 
     durable: bool = True

@@ -1,47 +1,91 @@
-"""PostgresEventLog's schema and every SQL statement it runs but its prune's (those are in
-_postgres_prune, as SQLite's are in _sqlite_prune); rows read back: _postgres_rows."""
+"""PostgresEventLog's schema, every SQL statement it runs but its prune's (those are in
+_postgres_prune, as SQLite's are in _sqlite_prune), how it stores text, and its rows read back:
+events, session summaries, leases and claims (as _schema is SQLite's)."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import re
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
 
+import attrs
 from psycopg import sql as psql
 
-from ._events import EventKind
-from ._postgres_rows import (
-    claim_from_row,
-    event_from_row,
-    holder_params,
-    lease_of_row,
-    listed_from_row,
-    lost_detail,
-    summary_from_row,
-)
-from ._postgres_text import (
-    NOTICE_OF_ROW,
-    escape,
-    is_notice,
-    key_of,
-    key_params,
-    notice,
-    unescape,
-)
+from . import _summary_rows as rows
+from ._codec import decode_payload
+from ._events import Event, EventKind, SessionKey
+from ._rules import as_utc
+from ._store import LeaseHolder, SessionSummary
+from ._summary_rows import Decoding
 
-__all__ = [
-    "claim_from_row",
-    "escape",
-    "event_from_row",
-    "holder_params",
-    "is_notice",
-    "key_of",
-    "key_params",
-    "lease_of_row",
-    "listed_from_row",
-    "lost_detail",
-    "notice",
-    "summary_from_row",
-    "unescape",
-]
+# -- how text is stored: the NUL character -------------------------------------------------
+# PostgreSQL text cannot hold U+0000, which a session key or an author may. Such text is
+# stored with it escaped as DLE "0" (and DLE itself doubled); any other text is stored as is.
+_DLE = "\x10"
+_UNESCAPE = re.compile("\x10(.)", re.DOTALL)
+
+
+def escape(text: str) -> str:
+    """``text`` as a text column stores it (see above)."""
+    if "\x00" not in text and _DLE not in text:
+        return text
+    return text.replace(_DLE, _DLE + _DLE).replace("\x00", _DLE + "0")
+
+
+def unescape(text: str) -> str:
+    """The text :func:`escape` stored as ``text``."""
+    if _DLE not in text:
+        return text
+    return _UNESCAPE.sub(lambda m: "\x00" if m.group(1) == "0" else m.group(1), text)
+
+
+def key_params(key: SessionKey) -> dict[str, str]:
+    """The (app, user, session_id) parameters of a session."""
+    return {"app": escape(key.app), "user": escape(key.user), "session_id": escape(key.session_id)}
+
+
+def key_of(app: str, user: str, session_id: str) -> SessionKey:
+    """The session key of a row's three key columns."""
+    return SessionKey(unescape(app), unescape(user), unescape(session_id))
+
+
+# -- notifications -------------------------------------------------------------------------
+# A notification names its session by a digest of the key, never the key itself: pg_notify
+# refuses a payload of 8,000 bytes or more, inside the statement that writes, and a long key
+# would make one. The digest is SHA-256 over the SHA-256 of each key column as stored (U+0000
+# escaped), so that the parts are told apart; the server makes the same from a session row
+# (:data:`NOTICE_OF_ROW`). Two keys with one digest only wake a watch for nothing (it re-reads).
+
+#: The notice of the session row ``s`` (its stored key columns), in SQL: what :func:`notice`
+#: makes of its key.
+NOTICE_OF_ROW = """encode(sha256(
+    sha256(convert_to(s.app, 'UTF8')) || sha256(convert_to(s."user", 'UTF8'))
+    || sha256(convert_to(s.session_id, 'UTF8'))
+), 'hex')"""
+
+_NOTICE = re.compile("[0-9a-f]{64}")
+
+
+def notice(key: SessionKey) -> str:
+    """A session's notification payload: 64 hex digits, a digest of its key (see above)."""
+    parts = (escape(key.app), escape(key.user), escape(key.session_id))
+    # surrogatepass: a key with a lone surrogate fails where it is stored, not here
+    inner = b"".join(
+        hashlib.sha256(part.encode("utf-8", "surrogatepass")).digest() for part in parts
+    )
+    return hashlib.sha256(inner).hexdigest()
+
+
+def is_notice(payload: str) -> bool:
+    """Whether a notification payload is a session's notice (one this code wrote), not
+    something else sent on the channel (an older release's key, say)."""
+    return _NOTICE.fullmatch(payload) is not None
+
+
+# -- the schema and the statements ---------------------------------------------------------
 
 #: The version of the tables below, kept in ``eventlog_meta``; a newer schema is refused, never
 #: rewritten. An older one is migrated when opened, one version at a time (:data:`MIGRATIONS`).
@@ -469,3 +513,56 @@ def channel_of(schema: str) -> str:
     if len(name.encode()) <= 63 and name.isascii():
         return name
     return "eventlog_" + hashlib.sha256(schema.encode()).hexdigest()[:40]
+
+
+# -- rows read back ------------------------------------------------------------------------
+
+
+def event_from_row(row: Sequence[Any], key: SessionKey) -> Event:
+    """The event of session ``key`` stored in ``row``; an unreadable row raises
+    :class:`~eventlog.CorruptEvent`."""
+    seq, event_id, kind, author, at, v, payload = row
+    event_id = unescape(event_id)
+    decoded = decode_payload(kind, payload, v=v, session=str(key), seq=seq, event_id=event_id)
+    return Event(
+        key=key,
+        kind=EventKind(kind),
+        payload=decoded,
+        author=unescape(author),
+        at=as_utc(at),
+        id=event_id,
+        seq=seq,
+        v=v,
+    )
+
+
+#: How this store's columns read back: U+0000 escaped in text, times as the server gives them.
+DECODING = Decoding(text=unescape, time=as_utc)
+#: A session summary from a summary row (see :func:`~eventlog._summary_rows.summary_from_row`).
+summary_from_row = functools.partial(rows.summary_from_row, decoding=DECODING)
+#: A :data:`SELECT_SESSIONS` row as the summary it lists, with its checkpoint.
+listed_from_row = functools.partial(rows.listed_from_row, decoding=DECODING)
+#: A :data:`SELECT_LEASE` row as (holder, expiry, epoch).
+lease_of_row = functools.partial(rows.lease_of_row, decoding=DECODING)
+#: Why a lease is no longer ours, from the session's :data:`SELECT_LEASE` row.
+lost_detail = functools.partial(rows.lost_detail, decoding=DECODING)
+
+
+def holder_params(holder: LeaseHolder) -> dict[str, Any]:
+    """The holder columns' parameters of a lease holder."""
+    return {
+        "host": holder.host,
+        "pid": holder.pid,
+        "token": holder.token,
+        "started": holder.started,
+    }
+
+
+def claim_from_row(
+    row: Sequence[Any], holder: LeaseHolder, expires_at: datetime
+) -> tuple[SessionSummary, int, int]:
+    """A :data:`CLAIM_DUE` row as (the claimed summary, the new epoch, the log's newest seq);
+    its notice and its count of notifications are not read."""
+    *columns, epoch, log_seq, _, _ = row
+    summary = summary_from_row([*columns, None, None, None])
+    return attrs.evolve(summary, holder=str(holder)), epoch, log_seq

@@ -16,7 +16,6 @@ import anyio
 
 from . import _prune as pruning
 from . import _schema as sql
-from . import _sqlite_errors as errors
 from . import _sqlite_tx as tx
 from . import _worker as worker
 from ._errors import StoreUnavailable
@@ -30,7 +29,7 @@ from ._rules import (
     lease_expiry,
 )
 from ._sqlite_prune import SqlitePruning
-from ._store import Claim, Clock, Lease, LeaseHolder, PruneResult, SessionSummary
+from ._store import Claim, Clock, EventLog, Lease, LeaseHolder, PruneResult, SessionSummary
 
 T = TypeVar("T")
 
@@ -39,9 +38,13 @@ T = TypeVar("T")
 Action: TypeAlias = str | Callable[[], str]
 
 _SYNCHRONOUS = ("NORMAL", "FULL")
+#: SQLite's primary result codes that say a file cannot be written (or opened for writing).
+READ_ONLY_CODES = frozenset({sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN})
+#: Those that say another connection held the file: the same call may succeed later.
+BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
 
 
-class SqliteEventLog:
+class SqliteEventLog(EventLog):
     """A durable :class:`~eventlog.EventLog` in one SQLite file.
 
     The file is opened on first use, by ``async with``, or by :meth:`open`; a missing file is
@@ -424,10 +427,7 @@ class SqliteEventLog:
                 return await self._open(self._path, read_only=False)
             except sqlite3.OperationalError as exc:
                 # A file we cannot write (or whose -shm file cannot be made) may still be read.
-                if (
-                    errors.code(exc) not in errors.READ_ONLY_CODES
-                    or not await anyio.Path(self._path).exists()
-                ):
+                if tx.code(exc) not in READ_ONLY_CODES or not await anyio.Path(self._path).exists():
                     raise
         db = await self._open_read_only()
         self._read_only = True
@@ -439,7 +439,7 @@ class SqliteEventLog:
         try:
             return await self._open(uri, read_only=True, uri=True)
         except sqlite3.OperationalError as exc:
-            if errors.code(exc) != sqlite3.SQLITE_CANTOPEN:
+            if tx.code(exc) != sqlite3.SQLITE_CANTOPEN:
                 raise
         # WAL mode needs the -shm file, which a read-only directory cannot get: read the file
         # as it stands (SQLite then ignores the WAL, as it may, the file being unwritable).
@@ -463,7 +463,7 @@ class SqliteEventLog:
             raise
         if found != str(sql.STORE_VERSION):
             await worker.close_quietly(db, forget_exit)
-            raise StoreUnavailable(errors.version_problem(self._path, found, read_only=read_only))
+            raise StoreUnavailable(version_problem(self._path, found, read_only=read_only))
         self._sids.clear()  # a fresh ":memory:" database numbers its sessions anew
         self._db, self._forget_exit = db, forget_exit
         return db
@@ -491,4 +491,36 @@ class SqliteEventLog:
             self._forget_exit = None
 
     def _unavailable(self, action: Action, exc: sqlite3.Error) -> StoreUnavailable:
-        return errors.unavailable(self._path, action if isinstance(action, str) else action(), exc)
+        return unavailable(self._path, action if isinstance(action, str) else action(), exc)
+
+
+# -- errors: a file it cannot use, an sqlite error turned into ours ------------------------
+
+
+def version_problem(path: str, found: str, *, read_only: bool) -> str:
+    """Why the file ``path``, of store version ``found``, cannot be used."""
+    if found == "none" and read_only:
+        return f"event log {path} has no event log tables (opened read-only: not made)"
+    problem = (
+        f"event log {path} has store schema version {found}, this code reads"
+        f" version {sql.STORE_VERSION}"
+    )
+    if found.isdigit() and int(found) > sql.STORE_VERSION:
+        return problem + "; upgrade the library"
+    if found in sql.MIGRATIONS and read_only:
+        return problem + f" and migrates version {found}, but the file is read-only"
+    return problem
+
+
+def unavailable(path: str, what: str, exc: sqlite3.Error) -> StoreUnavailable:
+    """The error for an sqlite error ``exc`` met while doing ``what`` with the file ``path``."""
+    if tx.code(exc) == sqlite3.SQLITE_READONLY:
+        return StoreUnavailable(f"event log {path} is read-only: cannot {what} ({exc})")
+    directory = os.path.dirname(os.path.abspath(path))
+    if tx.code(exc) == sqlite3.SQLITE_CANTOPEN and not os.access(directory, os.W_OK):
+        # SQLite says "unable to open database file" where nothing can be written.
+        return StoreUnavailable(
+            f"event log {path}: cannot {what}: directory {directory} is read-only ({exc})"
+        )
+    busy = tx.code(exc) in BUSY_CODES  # another writer held the file past busy_timeout
+    return StoreUnavailable(f"event log {path}: cannot {what}: {exc}", transient=busy)

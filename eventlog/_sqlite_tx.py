@@ -1,6 +1,7 @@
 """What SqliteEventLog runs on its writer thread, inside one transaction: inserts, the lease
 fence, releases, claims and batched renewals, session ids and the schema migration; and the
-set-up of a connection it opens (pragmas, WAL mode, the schema)."""
+set-up of a connection it opens (pragmas, WAL mode, the schema), and the result code of an
+sqlite error."""
 
 from __future__ import annotations
 
@@ -18,7 +19,6 @@ from . import _worker as worker
 from ._errors import LeaseLost, SessionLocked
 from ._events import Event, EventKind, SessionKey
 from ._rules import control_marks, lease_gone, may_take_lease, process_alive
-from ._sqlite_errors import code
 from ._store import Claim, Lease, LeaseHolder
 
 #: A summary update: its statement, and its parameters between the event's seq and the sid.
@@ -29,6 +29,12 @@ def version(conn: sqlite3.Connection) -> str:
     """The store schema version the file says it has (``"none"`` when it does not say)."""
     row = conn.execute(sql.GET_VERSION).fetchone()
     return "none" if row is None else str(row[0])
+
+
+def code(exc: sqlite3.Error) -> int:
+    """The primary SQLite result code of ``exc`` (its extended code's low byte); -1 if none."""
+    found = getattr(exc, "sqlite_errorcode", None)
+    return -1 if found is None else found & 0xFF
 
 
 #: How long :func:`enter_wal` sleeps between its tries, in seconds.

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import socket
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
+import anyio
 import attrs
 
 from ._events import Checkpoint, Event, EventKind, SessionKey, check_key
@@ -171,11 +173,10 @@ class EventLog(Protocol):
     :class:`~eventlog.InvalidSessionKey` before anything is written. Reads do not check the
     key: a log written before the limit may hold longer ones.
 
-    A store may also have ``append_and_release(events, lease)``: :meth:`append` fenced by
-    ``lease`` and :meth:`release_lease` in one atomic step (a lost lease: :class:`LeaseLost`,
-    nothing written, nothing released). A run on a durable session writes its final
-    checkpoint through it when the store has it (one transaction less per run), and through
-    the two calls when not.
+    Two members have the protocol's own behaviour, which a store that subclasses
+    ``EventLog`` inherits: :meth:`append_and_release` (the two calls, one after the other)
+    and :meth:`watch` (no notifications: a reader polls). The stores here subclass it; the
+    durable ones do the first in one atomic step, PostgreSQL's notifies.
     """
 
     #: True when events outlive the process (a resumable store).
@@ -331,6 +332,54 @@ class EventLog(Protocol):
     async def aclose(self) -> None:
         """Close the store; idempotent."""
         ...
+
+    async def append_and_release(self, events: Sequence[Event], lease: Lease) -> list[int]:
+        """:meth:`append` fenced by ``lease``, then :meth:`release_lease`: what a run's last
+        write does (its final checkpoint, and the session free at once).
+
+        A store does both in one atomic step when it can (SQLite and PostgreSQL do: one
+        transaction less per run): a lost lease raises :class:`LeaseLost`, nothing written,
+        nothing released. The protocol's own makes the two calls one after the other: when
+        the release fails after the append, the lease is still held and this raises.
+        """
+        seqs = await self.append(events, lease=lease)
+        await self.release_lease(lease)
+        return seqs
+
+    def watch(
+        self, key: SessionKey | None = None
+    ) -> contextlib.AbstractAsyncContextManager[StoreWatch]:
+        """Wake-ups for one session (``key``), or for every session's due-ness (``None``), for
+        as long as the block is open: its :meth:`StoreWatch.wait` returns after a change
+        another process committed (a hint: the reader re-reads from its last seq).
+
+        A run watches its session for remote control with it, a daemon the due sessions;
+        both poll too, every ``control_poll`` (or ``poll``). The protocol's own never wakes (a
+        store that does not notify: its readers poll); PostgresEventLog's wakes on LISTEN.
+        """
+        return _unnotified()
+
+
+class StoreWatch(Protocol):
+    """What :meth:`EventLog.watch` yields: ``wait()`` returns after a change (coalesced)."""
+
+    def wait(self) -> Awaitable[None]:
+        """Return when something changed since the watch began or the last wait returned."""
+        ...
+
+
+class _Silent:
+    """The watch of a store that does not notify: it never wakes (its readers poll)."""
+
+    async def wait(self) -> None:
+        """Never return (until cancelled)."""
+        await anyio.sleep_forever()
+
+
+@contextlib.asynccontextmanager
+async def _unnotified() -> AsyncIterator[StoreWatch]:
+    """The protocol's own watch: one that never wakes."""
+    yield _Silent()
 
 
 @attrs.frozen

@@ -37,7 +37,6 @@ log, so it survives its own restart:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 
 import anyio
@@ -60,13 +59,14 @@ from eventlog import (
     SessionKey,
     SessionRef,
     StoreUnavailable,
+    StoreWatch,
     UnknownSchemaVersion,
 )
 from eventlog import SessionSummary as Summary
 from scheduler import Clock, SystemClock
 
 from .._driver import resume_autonomous
-from .._durable import AdoptedLease, StoreWatch, store_watch
+from .._durable import AdoptedLease
 from .._logging import get_logger
 from .._result import RunResult, StopReason
 from ._budgets import budgets_in_force, recorded_budgets, resume_options
@@ -109,17 +109,6 @@ class _Failed:
 
     checkpoint_seq: int
     note_seq: int
-
-
-@contextlib.asynccontextmanager
-async def _watching(log: EventLog) -> AsyncIterator[StoreWatch | None]:
-    """The log's ``watch(None)`` (PostgreSQL) for the block; None for a store without one."""
-    subscribe = store_watch(log)
-    if subscribe is None:
-        yield None
-        return
-    async with subscribe(None) as notified:
-        yield notified
 
 
 class Daemon:
@@ -170,7 +159,7 @@ class Daemon:
         """Claim and resume until cancelled; with ``once``, what is due now (in turn when
         there are more than the slots), then wait for its runs."""
         self._report("daemon_started", poll=self._poll, once=self._once, max_concurrent=self._max)
-        async with _watching(self._log) as watch, anyio.create_task_group() as beat:
+        async with self._log.watch(None) as watch, anyio.create_task_group() as beat:
             beat.start_soon(self._heartbeat, name="daemon leases")
             async with anyio.create_task_group() as runs:
                 while True:
@@ -282,9 +271,9 @@ class Daemon:
             self._ran.add(key)
         runs.start_soon(self._resume, claim.summary, self._held[key], name=f"resume {key}")
 
-    async def _pause(self, watch: StoreWatch | None) -> None:
+    async def _pause(self, watch: StoreWatch) -> None:
         """Until the next poll is due on the clock, a run ends and frees a slot, or the
-        store's watch (when it has one) says something changed, unless the last pass only
+        store's watch says something changed (PostgreSQL's do), unless the last pass only
         let claims go (the watch would wake for those)."""
 
         async def until(event: anyio.Event | StoreWatch, scope: anyio.CancelScope) -> None:
@@ -294,7 +283,7 @@ class Daemon:
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(until, self._freed, tg.cancel_scope)
-            if watch is not None and not self._churned:
+            if not self._churned:
                 tg.start_soon(until, watch, tg.cancel_scope)
             await self._clock.sleep_until(self._clock.now() + timedelta(seconds=self._poll))
             tg.cancel_scope.cancel()

@@ -10,7 +10,7 @@ import pytest
 
 from autonomous import Agent, StopReason, Tool, run_autonomous
 from autonomous._exit_tools import ControlTools
-from autonomous._results import ToolOutcome
+from autonomous._tool_result import ToolOutcome
 from autonomous.testing import FakeClock, ScriptedModel, call, done, reply
 from scheduler import ExitOnDeferScheduler, SleepScheduler
 

@@ -307,13 +307,13 @@ class TestNothingAcknowledgedIsLost:
                 sneaked.append(await send_inject(other, ref.key, "late news"))
             return await last_write(events, lease)
 
-        last_write = ref.log.append_and_release  # type: ignore[attr-defined]
-        ref.log.append_and_release = sneak  # type: ignore[attr-defined]
+        last_write = ref.log.append_and_release
+        ref.log.append_and_release = sneak  # type: ignore[method-assign]
         first = ScriptedModel([call("schedule_next_turn", {"wake_in_sec": 1}), reply("zz")])
         deferred = await run_autonomous(
             agent_on(ref, first), "watch", scheduler=ExitOnDeferScheduler()
         )
-        ref.log.append_and_release = last_write  # type: ignore[attr-defined]
+        ref.log.append_and_release = last_write  # type: ignore[method-assign]
         assert (StopReason.DEFERRED, 1) == (deferred.reason, len(sneaked))
         model = Recorder(done(), reply("bye"))
         clock = FakeClock()
@@ -371,10 +371,10 @@ class TestFinishedSessions:
                 await send_inject(other, ref.key, "just in time")
             return await last_write(events, lease)
 
-        last_write = ref.log.append_and_release  # type: ignore[attr-defined]
-        ref.log.append_and_release = sneak  # type: ignore[attr-defined]
+        last_write = ref.log.append_and_release
+        ref.log.append_and_release = sneak  # type: ignore[method-assign]
         await run_autonomous(agent_on(ref, ScriptedModel([late, reply("ok")])), "go")
-        ref.log.append_and_release = last_write  # type: ignore[attr-defined]
+        ref.log.append_and_release = last_write  # type: ignore[method-assign]
         again = await resume_autonomous(agent_on(ref, ScriptedModel([])), ref)
         assert (StopReason.COMPLETED, ("just in time",)) == (again.reason, again.undelivered)
 

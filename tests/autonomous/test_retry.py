@@ -21,7 +21,14 @@ from autonomous import (
     start_autonomous,
 )
 from autonomous._models._litellm import _model_error
-from autonomous.retry import TransientRetry, is_transient, parse_retry_after, transient
+from autonomous.retry import (
+    RetryPolicy,
+    TransientRetry,
+    as_policy,
+    is_transient,
+    parse_retry_after,
+    transient,
+)
 from autonomous.testing import FakeClock, ScriptedModel, done
 from autonomous.testing import reply as model_reply
 from autonomous.testing._server import ScriptedServer, call, error, reply
@@ -190,6 +197,43 @@ class TestRetryWaitsInRuns:
             retry_policy=lambda error, attempt: RetryDecision.RETRY_TURN,
         )
         assert (StopReason.COMPLETED, 0.0) == (result.reason, clock.monotonic())
+
+
+class TestRetryPolicyProtocol:
+    """RetryPolicy: a decision and a delay; a plain function is one that never waits."""
+
+    def test_transient_is_a_retry_policy(self) -> None:
+        """The library's own policy has both members, and stays itself."""
+        policy = transient()
+        assert isinstance(policy, RetryPolicy) and as_policy(policy) is policy
+
+    def test_a_plain_function_decides_and_never_waits(self) -> None:
+        """``as_policy(fn)``: fn's decision, a delay of 0 whatever the error."""
+        seen: list[tuple[str, int]] = []
+
+        def decide(error: BaseException, attempt: int) -> RetryDecision:
+            seen.append((str(error), attempt))
+            return RetryDecision.SKIP_TURN
+
+        policy = as_policy(decide)
+        assert isinstance(policy, RetryPolicy)
+        assert (RetryDecision.SKIP_TURN, [("boom", 2)]) == (policy(ValueError("boom"), 2), seen)
+        assert 0.0 == policy.delay(status_error(429, 30), 1)
+
+    async def test_a_policy_of_ones_own_with_a_delay_waits_it(self) -> None:
+        """A class of the user's with ``__call__`` and ``delay``: the run waits its delay."""
+
+        class EverySeven:
+            def __call__(self, error: BaseException, attempt: int) -> RetryDecision:
+                return RetryDecision.RETRY_TURN
+
+            def delay(self, error: BaseException, attempt: int) -> float:
+                return 7.0 * attempt
+
+        clock = FakeClock(autojump=True)
+        model = ScriptedModel([status_error(500), status_error(500), done(), model_reply("ok")])
+        result = await run_autonomous(builder(model), "go", clock=clock, retry_policy=EverySeven())
+        assert (StopReason.COMPLETED, 21.0) == (result.reason, clock.monotonic())
 
 
 class TestOverHttp:

@@ -333,7 +333,8 @@ class _CountingLog:
 
 
 class _ProtocolOnly:
-    """A durable store with only the EventLog protocol's methods (no append_and_release)."""
+    """A durable store written to the EventLog protocol before append_and_release and watch
+    were members of it (neither of the two, not subclassing it)."""
 
     durable = True
 
@@ -341,7 +342,7 @@ class _ProtocolOnly:
         self.inner = inner
 
     def __getattr__(self, name: str) -> Any:
-        if name == "append_and_release":
+        if name in ("append_and_release", "watch"):
             raise AttributeError(name)
         return getattr(self.inner, name)
 
@@ -430,8 +431,9 @@ class TestLastWrite:
     async def test_a_store_without_it_gets_the_append_then_the_release(
         self, durable: DurableStore
     ) -> None:
-        """A store with the protocol's methods alone gets the final checkpoint appended, then
-        the lease released."""
+        """A store written to the protocol before append_and_release and watch joined it
+        still runs: its final checkpoint is appended, then the lease released, and its
+        session is watched by the poll alone."""
         async with _CountingLog(durable.open()) as log:
             ref = SessionRef(_ProtocolOnly(log), "a", "u", "s")
             model = ScriptedModel([done("finished")])

@@ -16,8 +16,8 @@ import pydantic
 import pytest
 
 from autonomous._errors import ConfigurationError, TurnError
-from autonomous._results import format_error, format_result
 from autonomous._schema import description_from_doc, json_schema_for
+from autonomous._tool_result import format_error, format_result
 from autonomous._tools import (
     Tool,
     ToolArgumentError,

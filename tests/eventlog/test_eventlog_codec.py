@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import os
 
 import pytest
 from hypothesis import given, settings
@@ -145,6 +146,32 @@ class TestEventDict:
             caught.value.seq,
             caught.value.event_id,
         )
+
+
+class TestEventIds:
+    """Event ids: unique text, also between a process and a child it forks."""
+
+    def test_ids_are_distinct_text(self) -> None:
+        """Many ids, each text a text column stores as is, no two alike."""
+        ids = [eventlog.new_event_id() for _ in range(10_000)]
+        assert len(set(ids)) == len(ids)
+        assert all(i.isascii() and i.isalnum() for i in ids)
+
+    def test_a_forked_child_makes_other_ids_than_its_parent(self) -> None:
+        """A child forked after its parent made ids never makes one of the parent's."""
+        before = eventlog.new_event_id()
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: its next ids, to the parent
+            os.close(read)
+            os.write(write, " ".join(eventlog.new_event_id() for _ in range(100)).encode())
+            os._exit(0)
+        os.close(write)
+        with os.fdopen(read) as pipe:
+            child = set(pipe.read().split())
+        os.waitpid(pid, 0)
+        parent = {before, *(eventlog.new_event_id() for _ in range(100))}
+        assert (100, set()) == (len(child), child & parent)
 
 
 class TestSessionFinished:

@@ -38,8 +38,7 @@ from eventlog import (
 )
 from eventlog import _postgres_conn as pgconn
 from eventlog._postgres_conn import mask_dsn
-from eventlog._postgres_sql import STORE_VERSION
-from eventlog._postgres_text import notice
+from eventlog._postgres_sql import STORE_VERSION, notice
 from tests.eventlog.conftest import FakeClock
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]

@@ -25,10 +25,12 @@ from eventlog import (
     Lease,
     LeaseHolder,
     LeaseLost,
+    MemoryEventLog,
     Note,
     SessionKey,
     SessionLocked,
     SessionSummary,
+    SqliteEventLog,
     StoreUnavailable,
     ToolResult,
     UserMessage,
@@ -1007,6 +1009,57 @@ class TestLifecycle:
         await store.aclose()
         with pytest.raises(StoreUnavailable, match="closed"):
             await store.append([user(A)])
+
+
+class TestProtocolOwnMembers:
+    """The members the EventLog protocol gives a store that subclasses it: append_and_release
+    as the two calls, and a watch that never wakes (no notifications: readers poll)."""
+
+    async def test_its_append_and_release_appends_then_releases(self, clock: FakeClock) -> None:
+        """The protocol's append_and_release appends fenced by the lease, then releases it."""
+
+        calls: list[str] = []
+
+        class Recording(MemoryEventLog):
+            async def append(self, events: Any, *, lease: Lease | None = None) -> list[int]:
+                calls.append("append" if lease is not None else "unfenced append")
+                return await super().append(events, lease=lease)
+
+            async def release_lease(self, lease: Lease) -> None:
+                calls.append("release_lease")
+                await super().release_lease(lease)
+
+        log = Recording(clock=clock)
+        mine = await log.acquire_lease(A, holder("me"), ttl=30)
+        seqs = await EventLog.append_and_release(log, [answer(A), checkpoint(A)], mine)
+        assert (["append", "release_lease"], seqs) == (
+            calls,
+            [e.seq for e in await log.read(A)],
+        )
+        assert holder("next") == (await log.acquire_lease(A, holder("next"), ttl=30)).holder
+
+    @pytest.mark.parametrize("kind", ["memory", "sqlite"])
+    async def test_a_store_that_does_not_notify_has_a_watch_that_never_wakes(
+        self, kind: str, db_path: Any, clock: FakeClock
+    ) -> None:
+        """Memory and SQLite stores notify nobody: their watch (of a session, or of every
+        session) is open and waits until cancelled, whatever is appended meanwhile."""
+        log: EventLog = MemoryEventLog(clock=clock) if kind == "memory" else SqliteEventLog(db_path)
+        woken: list[SessionKey | None] = []
+        async with log.watch(A) as one, log.watch() as every, anyio.create_task_group() as tg:
+
+            async def wait(key: SessionKey | None, watch: Any) -> None:
+                await watch.wait()
+                woken.append(key)
+
+            tg.start_soon(wait, A, one)
+            tg.start_soon(wait, None, every)
+            await anyio.wait_all_tasks_blocked()
+            await log.append([control(A, "stop"), checkpoint(A)])
+            await anyio.wait_all_tasks_blocked()
+            tg.cancel_scope.cancel()
+        await log.aclose()
+        assert [] == woken
 
 
 class TestStoredRoundTrip:

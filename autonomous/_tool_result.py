@@ -1,5 +1,7 @@
 """What a tool call came to: its outcome, and its value or error rendered as the text the model
-reads."""
+reads; a failed turn's error rendered the same way for its checkpoint (credentials masked).
+
+Not to be confused with ``_result.py``, the run's outcome (StopReason, RunResult)."""
 
 from __future__ import annotations
 
