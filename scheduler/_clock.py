@@ -62,19 +62,29 @@ class SystemClock:
 class FakeClock:
     """A clock that moves only when told: ``advance()``, or by itself with ``autojump=True``.
 
-    Sleepers wake when ``advance`` moves time past their deadline. With ``autojump`` every
-    sleep jumps time forward to its deadline at once, so a test of a one-hour sleep takes no
-    real time. Every sleep means every one: a durable run's lease renewal and log watch sleep
-    on the run's clock too, so with autojump they push time ahead while the run waits for
-    anything else (a model call, a tool), and a wall-clock budget runs out early. Drive such
-    runs with :meth:`advance`.
+    Sleepers wake when ``advance`` moves time past their deadline, and a ``move_on_after``
+    scope is cancelled when time passes its deadline.
+
+    With ``autojump`` the clock works like trio's ``MockClock`` with an autojump threshold of
+    0: once every task of the event loop is blocked (:func:`anyio.wait_all_tasks_blocked`)
+    while a task sleeps on this clock, time jumps to the nearest deadline, a sleep's or a
+    scope's; a test of a one-hour sleep takes no real time. Time never moves while some task
+    can still run, so a durable run's lease renewal and log watch, which sleep on the run's
+    clock, wait their turn instead of pushing time ahead of the run's work (and a wall-clock
+    budget with it). The sleepers themselves drive the jumps: no task of the clock's own is
+    needed, and a clock nobody sleeps on stays still.
+
+    What counts as blocked is the event loop's view: a task waiting on a worker thread (a
+    sync tool, SQLite's connection thread) or on a socket is blocked, so time may jump while
+    real I/O is in flight, as it does in trio. Tests that mind keep their I/O in memory
+    (``MemoryEventLog``, ``ScriptedModel``) or drive the clock with :meth:`advance`.
     """
 
     def __init__(self, start: datetime | None = None, *, autojump: bool = False) -> None:
         self._start = start if start is not None else datetime(2030, 1, 1, tzinfo=UTC)
         self._offset = 0.0
         self.autojump = autojump
-        self._sleepers: list[tuple[datetime, anyio.Event]] = []
+        self._sleepers: list[_Sleeper] = []
         self._timers: list[tuple[datetime, anyio.CancelScope]] = []
 
     def now(self) -> datetime:
@@ -91,12 +101,12 @@ class FakeClock:
             raise ValueError(f"a clock cannot go backwards (advance({seconds}))")
         self._offset += seconds
         now = self.now()
-        due = [ev for when, ev in self._sleepers if when <= now]
-        self._sleepers = [(w, ev) for w, ev in self._sleepers if w > now]
+        due = [sleeper for sleeper in self._sleepers if sleeper.when <= now]
+        self._sleepers = [sleeper for sleeper in self._sleepers if sleeper.when > now]
         expired = [scope for when, scope in self._timers if when <= now]
         self._timers = [(w, scope) for w, scope in self._timers if w > now]
-        for ev in due:
-            ev.set()
+        for sleeper in due:
+            sleeper.wake()
         for scope in expired:
             scope.cancel()
 
@@ -106,29 +116,45 @@ class FakeClock:
         return len(self._sleepers)
 
     async def sleep_until(self, when: datetime) -> None:
-        """Block until ``advance`` reaches ``when`` (or jump there with ``autojump``)."""
+        """Block until time reaches ``when``: by ``advance``, or, with ``autojump``, by a jump
+        made once every other task is blocked; a checkpoint when ``when`` is already past."""
         if when <= self.now():
             await anyio.lowlevel.checkpoint()
             return
-        if self.autojump:
-            self.advance((when - self.now()).total_seconds())
-            await anyio.lowlevel.checkpoint()
-            return
-        event = anyio.Event()
-        entry = (when, event)
-        self._sleepers.append(entry)
+        sleeper = _Sleeper(when)
+        self._sleepers.append(sleeper)
         try:
-            await event.wait()
+            if not self.autojump:
+                await sleeper.woken.wait()
+                return
+            # Every autojumping sleeper may make the jump; whichever finds the loop idle
+            # first does, and the others see time moved. A jump only ever goes to the
+            # nearest deadline, so two sleepers jumping in turn never skip a deadline.
+            while not sleeper.woken.is_set():
+                with anyio.CancelScope() as sleeper.looking:
+                    await anyio.wait_all_tasks_blocked()
+                sleeper.looking = None
+                if not sleeper.woken.is_set():
+                    self._jump()
         finally:
-            if entry in self._sleepers:
-                self._sleepers.remove(entry)
+            if sleeper in self._sleepers:
+                self._sleepers.remove(sleeper)
+
+    def _jump(self) -> None:
+        """Move time to the nearest deadline of a sleeper or a scope (autojump)."""
+        now = self.now()
+        deadlines = [sleeper.when for sleeper in self._sleepers]
+        deadlines += [when for when, _ in self._timers]
+        ahead = [when for when in deadlines if when > now]
+        if ahead:
+            self.advance((min(ahead) - now).total_seconds())
 
     @contextmanager
     def move_on_after(self, seconds: float | None) -> Iterator[anyio.CancelScope]:
         """A cancel scope cancelled once this clock passes ``seconds`` from now (None: never).
 
-        Fake time moves by :meth:`advance` (or a sleep's autojump), so a test of a timeout
-        takes no real time: advance past the deadline and the scope's body is cancelled.
+        Fake time moves by :meth:`advance` (or an autojump, which may stop at this deadline),
+        so a test of a timeout takes no real time: past the deadline the body is cancelled.
         """
         with anyio.CancelScope() as scope:
             if seconds is None:
@@ -143,3 +169,24 @@ class FakeClock:
             finally:
                 if entry in self._timers:
                     self._timers.remove(entry)
+
+
+class _Sleeper:
+    """A task asleep on a :class:`FakeClock` until ``when``.
+
+    While an autojumping sleeper looks whether the loop is idle it is not waiting on
+    ``woken``; a wake cancels that look too, so that the task can run at once: else it
+    would still look blocked to the other sleepers, and they would jump time on past the
+    deadline it was woken for, before it ran.
+    """
+
+    def __init__(self, when: datetime) -> None:
+        self.when = when
+        self.woken = anyio.Event()
+        self.looking: anyio.CancelScope | None = None
+
+    def wake(self) -> None:
+        """Time reached ``when``: let the task run."""
+        self.woken.set()
+        if self.looking is not None:
+            self.looking.cancel()

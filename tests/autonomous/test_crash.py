@@ -163,6 +163,12 @@ async def _max_seq(durable: DurableStore) -> int:
     return max((e.seq for e in await events_of(durable)), default=0)
 
 
+async def _holder(durable: DurableStore) -> str | None:
+    """The session's live holder, as the store lists it (None once its lease expired)."""
+    async with durable.open() as log:
+        return next((s.holder for s in await log.sessions() if s.key == KEY), None)
+
+
 async def _calls_made(durable: DurableStore) -> int:
     return sum(isinstance(e.payload, AssistantMessage) for e in await events_of(durable))
 
@@ -183,7 +189,10 @@ async def test_a_frozen_holder_writes_nothing_after_another_took_the_session_ove
         await anyio.sleep(0.02)
     frozen.send_signal(signal.SIGSTOP)
     try:
-        await anyio.sleep(1.0)  # past its lease (real time: the lease is on the store's clock)
+        deadline = time.monotonic() + 30
+        while await _holder(durable) is not None:  # till its lease expires (the store's clock)
+            assert time.monotonic() < deadline, "the frozen holder's lease never expired"
+            await anyio.sleep(0.02)
         taker = start(durable, "--turns", "2", "--ttl", "0.6")
         _, err = await anyio.to_thread.run_sync(partial(taker.communicate, timeout=60))
         assert 0 == taker.returncode, err

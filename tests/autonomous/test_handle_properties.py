@@ -14,7 +14,6 @@ from autonomous.testing import ScriptedModel, call, done, reply
 from .helpers import TICK, builder
 
 OPS = ("pause", "resume", "inject", "wake", "tick", "stop")
-LIVE = {AutonomousStatus.RUNNING, AutonomousStatus.PAUSED}
 ENDED = {
     AutonomousStatus.STOPPED,
     AutonomousStatus.COMPLETED,
@@ -58,7 +57,9 @@ async def drive(ops: list[str], turns_before_done: int) -> None:
             if was_ended:
                 assert h.status in ENDED, "a run that ended came back to life"
             was_ended = was_ended or h.status in ENDED
-            assert h.status in ENDED | LIVE
+            if h.status not in ENDED:  # live: paused exactly while we have it paused
+                live = AutonomousStatus.PAUSED if paused_by_us else AutonomousStatus.RUNNING
+                assert live == h.status, f"{h.status} after {op}, paused by us: {paused_by_us}"
         if paused_by_us and h.status is AutonomousStatus.PAUSED:
             await h.resume()
         with anyio.fail_after(10):

@@ -242,3 +242,28 @@ def told_then_done(text: str) -> Any:
         return done() if told else schedule(600)
 
     return brain
+
+
+class TestOnAnAutojumpingClock:
+    """A durable run (lease renewal, control poll, the store's watch) on
+    ``FakeClock(autojump=True)``: time moves only when the whole run waits on it."""
+
+    async def test_renewals_do_not_push_time_ahead_of_the_runs_work(
+        self, log: WatchedLog, ref: SessionRef
+    ) -> None:
+        """A run that sleeps ten minutes, renewing its lease every 10 s and polling every
+        minute meanwhile, wakes at the ten minutes of its schedule and completes, well within
+        its wall-clock budget: the renewals jump time only while everything waits."""
+        clock = FakeClock(autojump=True)
+        model = ScriptedModel([schedule(600), reply("zz"), done(), reply("ok")])
+        with anyio.fail_after(10):
+            result = await run_autonomous(
+                lambda extra: Agent(model, tools=extra, session=ref),
+                "watch the disk",
+                scheduler=SleepScheduler(clock=clock),
+                control_poll=60,
+                lease_ttl=30,
+                clock=clock,
+                max_wallclock=900,
+            )
+        assert (StopReason.COMPLETED, 600.0) == (result.reason, clock.monotonic())

@@ -21,6 +21,7 @@ from autonomous import (
     ConfigurationError,
     StopReason,
     run_autonomous,
+    send_control,
     start_autonomous,
 )
 from autonomous._control_requests import Latch
@@ -127,16 +128,17 @@ class TestStartedContext:
         assert "context_cancelled" == (await checkpoints(ref))[-1].stop_reason
 
     async def test_the_runs_task_has_ended_when_the_block_is_left(self) -> None:
-        """Leaving the block waits for the run's task itself, not only for its result."""
+        """Leaving the block waits for the run's task itself, not only for its result: the
+        run's last work (its final checkpoint) is done by then."""
+        ref = memory_session()
 
         async def slow(messages: object, tools: object) -> Any:
             await anyio.sleep_forever()
 
-        async with start_autonomous(builder(ScriptedModel([slow])), "go", max_turns=1) as h:
+        model = ScriptedModel([slow])
+        async with start_autonomous(builder(model, session=ref), "go", max_turns=1) as h:
             await h.ready()
-            tasks = {t.name for t in anyio.get_running_tasks()}
-        assert "autonomous run" in tasks
-        assert "autonomous run" not in {t.name for t in anyio.get_running_tasks()}
+        assert ["context_cancelled"] == [c.stop_reason for c in await checkpoints(ref)]
         assert StopReason.CONTEXT_CANCELLED == (await h.wait()).reason
 
     async def test_a_build_failure_is_raised_by_wait_not_by_leaving(self) -> None:
@@ -295,8 +297,8 @@ class TestTelemetryDetection:
 
 
 class _CountingLog:
-    """A durable log (either store) that counts its lease calls and tells when the lease is
-    renewed; every other attribute is the store's own."""
+    """A durable log (either store) that counts its lease calls and reads and tells when the
+    lease is renewed; every other attribute is the store's own."""
 
     durable = True
 
@@ -305,9 +307,15 @@ class _CountingLog:
         self.renewed = anyio.Event()
         self.renewing = anyio.Event()
         self.calls: list[str] = []
+        self.reads = 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
+
+    async def read(self, *args: Any, **kwargs: Any) -> list[Event]:
+        self.reads += 1
+        events: list[Event] = await self.inner.read(*args, **kwargs)
+        return events
 
     async def __aenter__(self) -> Self:
         await self.inner.__aenter__()
@@ -347,44 +355,64 @@ class _ProtocolOnly:
         return getattr(self.inner, name)
 
 
-def _task_names() -> set[str]:
-    """The names of the tasks running now."""
-    return {t.name for t in anyio.get_running_tasks() if t.name is not None}
+class TestKeeper:
+    """What a durable run's keeper does for it: hold the lease and obey other processes,
+    from the run's start to its end, and nothing after."""
 
-
-def _noting_tasks(seen: list[set[str]]) -> Any:
-    async def step(messages: object, tools: object) -> Any:
-        seen.append(_task_names())
-        return reply("done")
-
-    return step
-
-
-class TestKeeperTasks:
-    async def test_a_durable_run_renews_and_watches_in_two_tasks_of_its_own(
+    async def test_a_durable_run_holds_its_lease_and_obeys_remote_control_from_its_start(
         self, durable: DurableStore
     ) -> None:
-        """A durable run has a lease and a watch task from its start, however short it is;
-        a run without a durable session has neither; both end with the run."""
-        seen: list[set[str]] = []
+        """During its first model call a durable run holds its session's lease, and a stop
+        sent from elsewhere ends it (read by its watch); afterwards the session is free."""
+        clock = FakeClock()
         async with durable.open() as log:
-            for session in (memory_session(), SessionRef(log, "a", "u", "s")):
-                model = ScriptedModel([_noting_tasks(seen)])
-                build = builder(model, session=session)
-                result = await run_autonomous(build, "go", max_turns=1, control_poll=60)
-                assert StopReason.MAX_TURNS_EXCEEDED == result.reason
-        assert (set(), {"lease", "watch"}) == (
-            seen[0] & {"lease", "watch"},
-            seen[1] & {"lease", "watch"},
-        )
-        assert set() == _task_names() & {"lease", "watch"}
+            ref = SessionRef(log, "a", "u", "s")
+            holders: list[str | None] = []
 
-    async def test_the_lease_is_renewed_on_time_and_stopping_ends_both_tasks(
+            async def stopped_from_elsewhere(messages: object, tools: object) -> Any:
+                holders.extend(summary.holder for summary in await log.sessions())
+                await send_control(log, ref.key, "stop")
+                clock.advance(60)  # the watch's first poll, for a store that does not notify
+                await anyio.sleep_forever()
+
+            model = ScriptedModel([stopped_from_elsewhere])
+            with anyio.fail_after(10):
+                result = await run_autonomous(
+                    builder(model, session=ref), "go", max_turns=1, control_poll=60, clock=clock
+                )
+            assert StopReason.CONTEXT_CANCELLED == result.reason
+            assert [True] == [holder is not None for holder in holders]
+            await log.acquire_lease(ref.key, LeaseHolder("elsewhere", 1, "t"), 60)
+
+    async def test_a_run_without_a_durable_session_takes_no_lease_and_watches_nothing(
+        self,
+    ) -> None:
+        """A run on an in-memory session holds no lease, and a stop appended to its log by
+        another writer is not read: the run goes on to its own end."""
+        clock = FakeClock()
+        ref = memory_session()
+
+        async def stopped_from_elsewhere(messages: object, tools: object) -> Any:
+            # Free to any other holder: this raises if the run held the lease.
+            lease = await ref.log.acquire_lease(ref.key, LeaseHolder("elsewhere", 1, "t"), 60)
+            await ref.log.release_lease(lease)
+            await send_control(ref.log, ref.key, "stop")
+            clock.advance(3600)
+            await anyio.wait_all_tasks_blocked()
+            return reply("done")
+
+        model = ScriptedModel([stopped_from_elsewhere])
+        result = await run_autonomous(
+            builder(model, session=ref), "go", max_turns=1, control_poll=60, clock=clock
+        )
+        assert StopReason.MAX_TURNS_EXCEEDED == result.reason
+
+    async def test_the_lease_is_renewed_on_time_and_stopping_ends_renewals_and_polls(
         self, durable: DurableStore
     ) -> None:
         """With a third of lease_ttl much shorter than control_poll, the lease is renewed
-        a third of lease_ttl in (on the run's clock), long before the first poll; stopping
-        ends both tasks and releases the lease."""
+        a third of lease_ttl in (on the run's clock), long before the first poll; once the
+        run is stopped nothing renews or reads any more, and the lease is released."""
         stalled, clock = anyio.Event(), FakeClock()
 
         async def stall(messages: object, tools: object) -> Any:
@@ -404,10 +432,12 @@ class TestKeeperTasks:
                 clock.advance(1)
                 with anyio.fail_after(5):
                     await log.renewed.wait()
-                assert {"lease", "watch"} <= _task_names()
                 await h.stop()
             assert StopReason.CONTEXT_CANCELLED == (await h.wait()).reason
-            assert set() == _task_names() & {"lease", "watch"}
+            calls, reads = list(log.calls), log.reads
+            clock.advance(2 * 3600)  # many renewals and polls, were anything left to make them
+            await anyio.wait_all_tasks_blocked()
+            assert (calls, reads) == (log.calls, log.reads)
             # Released: another holder takes the session at once.
             await log.acquire_lease(ref.key, LeaseHolder("elsewhere", 1, "t"), 60)
 

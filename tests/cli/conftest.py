@@ -9,8 +9,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from datetime import datetime
+from collections.abc import Callable, Iterator, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +78,30 @@ def log_of(cwd: Path) -> DurableLog:
     if named:
         return open_store(named)
     return SqliteEventLog(cwd / "autonomous.db", create=False)
+
+
+def wait_until_due(cwd: Path, *, env: Mapping[str, str] | None = None, timeout: float = 10) -> None:
+    """Wait until every deferred session of ``cwd``'s log is due: the wall clock has passed
+    the latest wake time those sessions chose (read from the log, whose clock the commands
+    share), checked every 20 ms, for ``timeout`` seconds at most. ``env``: the commands'
+    extra environment (``AUTONOMOUS_DB`` names their store)."""
+    named = (env or {}).get("AUTONOMOUS_DB")
+
+    async def latest_wake() -> datetime | None:
+        async with open_store(named) if named else log_of(cwd) as log:
+            wakes = [
+                s.next_wake_at
+                for s in await log.sessions()
+                if s.stop_reason == "deferred" and s.next_wake_at is not None
+            ]
+        return max(wakes, default=None)
+
+    wake: datetime | None = anyio.run(latest_wake, backend="asyncio")
+    assert wake is not None, "no session waits for a wake time"
+    deadline = time.monotonic() + timeout
+    while datetime.now(UTC) <= wake:
+        assert time.monotonic() < deadline, f"still not due after {timeout} s: {wake}"
+        time.sleep(0.02)
 
 
 def session_events(cwd: Path, session: str) -> list[dict[str, Any]]:

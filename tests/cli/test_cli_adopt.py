@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .conftest import ENV, Background, cli, session_events, write_spec
+from .conftest import ENV, Background, cli, session_events, wait_until_due, write_spec
 
 DEFERRING = '[scheduler]\nkind = "exit"\n'
 
@@ -59,7 +58,7 @@ def moved_session(agent_dir: Path, session: str) -> Path:
     ran = cli(agent_dir, "run", "old/later.toml", "--session", session, "-q")
     assert 10 == ran.returncode, ran.stderr
     old.rename(agent_dir / "new")
-    time.sleep(1.1)  # the session defers itself one second ahead
+    wait_until_due(agent_dir)
     return agent_dir / "new" / "later.toml"
 
 
@@ -134,7 +133,7 @@ class TestPythonSession:
         assert 2 == refused.returncode
         assert "autonomous resume tests/tester/py1 --spec PATH" in refused.stderr, refused.stderr
         spec = write_spec(agent_dir, "later", "deferring", extra=DEFERRING)
-        time.sleep(1.1)
+        wait_until_due(agent_dir)
         done = cli(agent_dir, "resume", "py1", "--spec", "later.toml", "--json", "-q")
         assert 0 == done.returncode, done.stderr
         assert "completed" == json.loads(done.stdout)["reason"]

@@ -5,11 +5,10 @@ runs them."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
-from .conftest import cli, session_events, write_spec
+from .conftest import cli, session_events, wait_until_due, write_spec
 
 DEFERRING = '[scheduler]\nkind = "exit"\n'
 
@@ -47,7 +46,7 @@ class TestBlocked:
         """Due sessions of an edited spec are blocked, not due: ls says so and names the fix;
         the daemon's failure names `autonomous adopt` too."""
         spec = deferred(agent_dir, "later", "e1")
-        time.sleep(1.1)
+        wait_until_due(agent_dir)
         edit(spec)
         row = rows(agent_dir)["e1"]
         fix = f"autonomous adopt --spec {spec.resolve()} tests/tester/e1"
@@ -79,7 +78,7 @@ class TestAdopt:
         """adopt records the edited spec without running anything; the session is due again
         and the next daemon pass runs it to its end."""
         spec = deferred(agent_dir, "later", "a1")
-        time.sleep(1.1)
+        wait_until_due(agent_dir)
         edit(spec)
         turns = len(session_events(agent_dir, "a1"))
         done = cli(agent_dir, "adopt", "--spec", "later.toml", "a1")
@@ -95,7 +94,7 @@ class TestAdopt:
         sessions, and a completed one, are left as they are. --json lists them."""
         spec = deferred(agent_dir, "later", "b1", "b2", "b3")
         other = deferred(agent_dir, "other", "c1")
-        time.sleep(1.1)
+        wait_until_due(agent_dir)
         assert 0 == cli(agent_dir, "resume", "b3", "-q").returncode  # completed
         edit(spec)
         edit(other)

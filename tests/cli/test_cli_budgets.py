@@ -5,7 +5,6 @@ spec's; never the spec's budgets over the session's own."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ import pytest
 from autonomous._cli._budgets import budgets_in_force, recorded_budgets, resume_options
 from eventlog import Budgets, Checkpoint, Event, MemoryEventLog, SessionKey
 
-from .conftest import cli, session_events, write_spec
+from .conftest import cli, session_events, wait_until_due, write_spec
 
 DEFERRING = '[scheduler]\nkind = "exit"\n'
 KEY = SessionKey("a", "u", "s")
@@ -99,9 +98,9 @@ class TestOverridesAreKept:
         write_spec(agent_dir, "later", "always_deferring", extra=DEFERRING)
         ran = cli(agent_dir, "run", "later.toml", "--session", "t1", "--max-turns", "2", "-q")
         assert 10 == ran.returncode, ran.stderr
-        time.sleep(1.1)
+        wait_until_due(agent_dir)
         assert 10 == cli(agent_dir, "resume", "t1", "-q").returncode
-        time.sleep(1.1)
+        wait_until_due(agent_dir)
         done = cli(agent_dir, "resume", "t1", "--json", "-q")
         assert 11 == done.returncode, done.stderr
         assert ("max_turns_exceeded", 2) == (
@@ -115,7 +114,7 @@ class TestOverridesAreKept:
         write_spec(agent_dir, "later", "always_deferring", extra=DEFERRING)
         ran = cli(agent_dir, "run", "later.toml", "--session", "t2", "--max-turns", "1", "-q")
         assert 10 == ran.returncode, ran.stderr
-        time.sleep(1.1)
+        wait_until_due(agent_dir)
         done = cli(agent_dir, "daemon", "--once", "--json")
         finished = [json.loads(line) for line in done.stdout.splitlines() if "finished" in line]
         assert ["max_turns_exceeded"] == [f["reason"] for f in finished], done.stdout
@@ -127,9 +126,9 @@ class TestOverridesAreKept:
         write_spec(agent_dir, "later", "always_deferring", extra=DEFERRING)
         ran = cli(agent_dir, "run", "later.toml", "--session", "t3", "--max-turns", "1", "-q")
         assert 10 == ran.returncode, ran.stderr
-        time.sleep(1.1)
+        wait_until_due(agent_dir)
         assert 10 == cli(agent_dir, "resume", "t3", "--max-turns", "2", "-q").returncode
-        time.sleep(1.1)
+        wait_until_due(agent_dir)
         assert 11 == cli(agent_dir, "resume", "t3", "-q").returncode
         assert [1, 2] == turns_of(agent_dir, "t3")
         row = next(r for r in json.loads(cli(agent_dir, "ls", "--json").stdout))

@@ -15,7 +15,7 @@ import pytest
 
 from autonomous._cli._run import continue_hint
 
-from .conftest import ENV, Background, cli, session_events, write_spec
+from .conftest import ENV, Background, cli, session_events, wait_until_due, write_spec
 
 DEFERRING = '[scheduler]\nkind = "exit"\n'
 
@@ -46,7 +46,7 @@ class TestStopSticks:
     def test_a_stopped_session_is_shown_stopped_and_never_resumed(self, agent_dir: Path) -> None:
         """ls says stopped; the daemon leaves it; resume refuses it (15) unless --force."""
         deferred(agent_dir, "s1")
-        time.sleep(1.1)  # the session is due now: only the stop keeps the daemon off it
+        wait_until_due(agent_dir)
         assert 0 == cli(agent_dir, "stop", "s1").returncode
         assert "stopped" == status(agent_dir, "s1")
         daemon = cli(agent_dir, "daemon", "--once", "--json")
@@ -107,7 +107,7 @@ class TestPauseSticks:
     ) -> None:
         """ls and the daemon say paused (no turn runs); a resume starts paused until unpaused."""
         deferred(agent_dir, "p1")
-        time.sleep(1.1)
+        wait_until_due(agent_dir)
         assert 0 == cli(agent_dir, "pause", "p1").returncode
         assert "paused" == status(agent_dir, "p1")
         daemon = cli(agent_dir, "daemon", "--once", "--json")

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import ENV, Background, cli, holder_of, session_events, write_spec
+from .conftest import ENV, Background, cli, holder_of, session_events, wait_until_due, write_spec
 
 DEFERRING = '[scheduler]\nkind = "exit"\n'
 
@@ -147,7 +147,7 @@ class TestDaemon:
     def test_once_resumes_what_is_due_and_exits(self, agent_dir: Path) -> None:
         """--once resumes every due session, waits for them, and exits 0."""
         deferred_sessions(agent_dir, "o1")
-        time.sleep(1.1)
+        wait_until_due(agent_dir)
         done = cli(agent_dir, "daemon", "--once", "--json")
         assert 0 == done.returncode, done.stderr
         events = [json.loads(line)["event"] for line in done.stdout.splitlines()]
@@ -178,7 +178,7 @@ class TestMaxConcurrent:
         """With N=1 two due sessions run one after the other, earliest due first, none failed."""
         deferred_sessions(agent_dir, "first")
         deferred_sessions(agent_dir, "second")  # due after the first
-        time.sleep(1.1)
+        wait_until_due(agent_dir)
         done = cli(agent_dir, "daemon", "--once", "--json", "--max-concurrent", "1")
         assert 0 == done.returncode, done.stderr
         reports = [json.loads(line) for line in done.stdout.splitlines()]
@@ -201,7 +201,7 @@ class TestMaxConcurrent:
     def test_without_a_limit_both_run_together(self, agent_dir: Path) -> None:
         """The default (4) starts both due sessions before either finishes."""
         deferred_sessions(agent_dir, "one", "two")
-        time.sleep(1.1)
+        wait_until_due(agent_dir)
         done = cli(agent_dir, "daemon", "--once", "--json")
         events = [json.loads(line)["event"] for line in done.stdout.splitlines()]
         assert ["resuming", "resuming", "finished", "finished"] == events[1:5], events
@@ -220,7 +220,7 @@ class TestJsonLines:
     def test_every_line_is_a_json_object_with_time_level_and_event(self, agent_dir: Path) -> None:
         """Report lines and the library's logs (-v) are all JSON with an ISO time with a zone."""
         deferred_sessions(agent_dir, "j1")
-        time.sleep(1.1)
+        wait_until_due(agent_dir)
         done = cli(agent_dir, "daemon", "--once", "--json", "-v")
         assert 0 == done.returncode, done.stderr
         lines = [json.loads(line) for line in done.stdout.splitlines()]  # fails on any non-JSON

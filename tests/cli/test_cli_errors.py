@@ -4,7 +4,6 @@ report, ``run --json`` (and the on_exit hook), ``ls --json`` and ``show``."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +11,7 @@ from autonomous import RunResult, StopReason
 from autonomous._cli._run import result_summary
 from eventlog import Checkpoint, SessionKey
 
-from .conftest import cli, write_spec
+from .conftest import cli, wait_until_due, write_spec
 
 DEFERRING = '[scheduler]\nkind = "exit"\n'
 KEY = SessionKey("a", "u", "s")
@@ -23,7 +22,7 @@ def failing_session(agent_dir: Path, session: str) -> None:
     write_spec(agent_dir, "fail", "deferring_then_failing", extra=DEFERRING)
     done = cli(agent_dir, "run", "fail.toml", "--session", session, "-q")
     assert 10 == done.returncode, done.stderr
-    time.sleep(1.1)
+    wait_until_due(agent_dir)
 
 
 def reports(agent_dir: Path) -> list[dict[str, Any]]:
@@ -54,7 +53,7 @@ class TestDaemon:
         """A run that ended well: `finished`, its error null."""
         write_spec(agent_dir, "later", "deferring", extra=DEFERRING)
         assert 10 == cli(agent_dir, "run", "later.toml", "--session", "ok", "-q").returncode
-        time.sleep(1.1)
+        wait_until_due(agent_dir)
         (finished,) = [r for r in reports(agent_dir) if r["event"] == "finished"]
         assert ("completed", None) == (finished["reason"], finished["error"])
 

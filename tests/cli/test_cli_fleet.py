@@ -22,7 +22,7 @@ from autonomous._cli._exits import Exit
 from eventlog import SqliteEventLog
 
 from ..support.postgres import server_dsn
-from .conftest import Background, cli, session_events, write_spec
+from .conftest import Background, cli, session_events, wait_until_due, write_spec
 
 DEFERRING = '[scheduler]\nkind = "exit"\n'
 
@@ -136,7 +136,7 @@ class TestOnPostgres:
         ran = cli(agent_dir, "run", "later.toml", "--session", "p1", "-q", env=on_postgres)
         assert 10 == ran.returncode, ran.stderr
         assert statuses(agent_dir, on_postgres)["p1"] in ("deferred", "due")  # by the clock
-        time.sleep(1.1)  # the wake time is a second of wall clock away
+        wait_until_due(agent_dir, env=on_postgres)
         done = cli(agent_dir, "daemon", "--once", "--json", env=on_postgres)
         assert 0 == done.returncode, done.stderr
         events = [json.loads(line)["event"] for line in done.stdout.splitlines()]
@@ -214,7 +214,10 @@ class TestOnPostgres:
         dsn = f"{on_postgres['AUTONOMOUS_DB']}&application_name={app}"
         daemon = start(agent_dir, "daemon", "--db", dsn, "--poll", "0.2", "--json")
         daemon.wait_for('"daemon_started"', stream="stdout", timeout=30)
-        time.sleep(0.5)  # a few polls: the pool's connections made and idle
+        deadline = time.monotonic() + 30
+        while idle_connections(app) == 0:  # the pool's connections made, and between polls
+            assert time.monotonic() < deadline, "the daemon never connected"
+            time.sleep(0.02)
         assert drop_connections(app) > 0
         write_spec(agent_dir, "later", "deferring", extra=DEFERRING)
         ran = cli(agent_dir, "run", "later.toml", "--session", "r1", "-q", env=on_postgres)
@@ -224,6 +227,17 @@ class TestOnPostgres:
         assert {"r1": "completed"} == statuses(agent_dir, on_postgres)
         daemon.proc.send_signal(signal.SIGTERM)
         assert 128 + signal.SIGTERM == daemon.finish()
+
+
+def idle_connections(app: str) -> int:
+    """How many connections named ``app`` the server has, waiting for their next query."""
+    with psycopg.connect(server_dsn(), autocommit=True) as conn:
+        idle = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s AND state = 'idle'",
+            (app,),
+        ).fetchone()
+    assert idle is not None
+    return int(idle[0])
 
 
 def drop_connections(app: str) -> int:
@@ -247,7 +261,7 @@ class TestResumeAdopts:
         spec = write_spec(agent_dir, "later", "deferring", extra=DEFERRING)
         assert 10 == cli(agent_dir, "run", "later.toml", "--session", "e1", "-q").returncode
         spec.write_text(spec.read_text().replace("You are a test agent.", "You are another."))
-        time.sleep(1.1)
+        wait_until_due(agent_dir)
         done = cli(agent_dir, "resume", "e1", "-q")
         assert 0 == done.returncode, done.stderr
         digests = [

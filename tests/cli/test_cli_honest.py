@@ -4,10 +4,9 @@ and the daemon is as strict about a spec as ``run`` is."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
-from .conftest import cli, session_events, write_spec
+from .conftest import cli, session_events, wait_until_due, write_spec
 
 PRICED = "[pricing]\ninput_per_mtok = 0.15\noutput_per_mtok = 0.6\n"
 
@@ -59,7 +58,7 @@ class TestDaemonIsStrict:
         assert 10 == done.returncode, done.stderr
         text = spec.read_text().replace("max_turns", "max_turnz")
         spec.write_text(text.replace("tools = [", 'steering_files = ["gone.md"]\ntools = ['))
-        time.sleep(1.1)  # due now
+        wait_until_due(agent_dir)
         daemon = cli(agent_dir, "daemon", "--once", "--json")
         reports = [json.loads(line) for line in daemon.stdout.splitlines()]
         failed = [r for r in reports if r["event"] == "failed"]

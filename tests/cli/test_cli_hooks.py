@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from autonomous._cli._hooks import hook_argv, hook_timeout, run_hook
 
-from .conftest import BRAINS, cli, write_spec
+from .conftest import BRAINS, cli, wait_until_due, write_spec
 
 #: A hook that writes the AUTONOMOUS_* variables of its environment (and its arguments) as JSON
 #: to the file named by its first argument.
@@ -115,7 +114,7 @@ class TestExitHook:
         )  # fmt: skip
         assert 10 == cli(tmp_path, "run", "agent/hooked.toml", "--session", "r1", "-q").returncode
         assert "deferred" == json.loads((agent / "seen.json").read_text())["AUTONOMOUS_STOP_REASON"]
-        time.sleep(1.1)  # the session defers itself one second ahead
+        wait_until_due(tmp_path)
         done = cli(tmp_path, "resume", "r1", "-q")
         assert 0 == done.returncode, done.stderr
         seen = json.loads((agent / "seen.json").read_text())
@@ -128,7 +127,7 @@ class TestExitHook:
             extra='[scheduler]\nkind = "exit"\n',
         )  # fmt: skip
         assert 10 == cli(tmp_path, "run", "agent/hooked.toml", "--session", "d1", "-q").returncode
-        time.sleep(1.1)
+        wait_until_due(tmp_path)
         done = cli(tmp_path, "daemon", "--once", "--json")
         assert 0 == done.returncode, done.stderr
         seen = json.loads((agent / "seen.json").read_text())
@@ -145,7 +144,7 @@ class TestExitHook:
             tmp_path, "deferring", '["hooks/fail.sh"]', extra='[scheduler]\nkind = "exit"\n'
         )
         cli(tmp_path, "run", "agent/hooked.toml", "--session", "d2", "-q")
-        time.sleep(1.1)
+        wait_until_due(tmp_path)
         done = cli(tmp_path, "daemon", "--once", "--json")
         assert 0 == done.returncode, done.stderr
         lines = [json.loads(line) for line in done.stdout.splitlines()]

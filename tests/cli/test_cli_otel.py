@@ -11,13 +11,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .conftest import ENV, write_spec
+from .conftest import ENV, wait_until_due, write_spec
 
 pytestmark = pytest.mark.otel
 
@@ -92,7 +91,7 @@ class TestTracing:
         write_spec(agent_dir, "later", "deferring", extra='[scheduler]\nkind = "exit"\n')
         started = command(agent_dir, "run", "later.toml", "--session", "d1", "-q", env={})
         assert 10 == started.returncode, started.stderr
-        time.sleep(1.1)  # the session defers itself one second
+        wait_until_due(agent_dir)
         done = command(agent_dir, "daemon", "--once", "--json", env=TRACING)
         assert 0 == done.returncode, done.stderr
         names = [span["name"] for span in spans(done.stderr)]

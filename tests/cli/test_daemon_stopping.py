@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -161,7 +162,8 @@ class TestShutdownOnAStoreThatStopsAnswering:
                 await until(ticking)
                 stopping.log.stick()
                 stopping.scope.cancel()
-                await anyio.sleep(0.2 + 0.3)  # the run's last writes' time runs out, really
+                # The run's last writes' time (real time) runs out, and it says so.
+                await until(lambda: "final_checkpoint_not_written" in [e["event"] for e in logs])
                 stalls = stopping.log.stalls
                 assert await stopping.stopped_in_time(daemon_module._HAND_BACK_TIMEOUT)
         assert stalls >= 1
@@ -194,8 +196,12 @@ class TestShutdownWithTheSessionRowLocked:
         async with PostgresEventLog(pg_dsn) as log:
             ref = spec.session_ref(log, "p1")
             await record_spec(log, ref.key, spec, None)
-            await run_autonomous(spec.build_function(ref), spec.goal, **spec.run_options())
-            await anyio.sleep(1.1)  # the session defers itself one second
+            deferred = await run_autonomous(
+                spec.build_function(ref), spec.goal, **spec.run_options()
+            )
+            wake = deferred.next_wake_at
+            assert wake is not None
+            await until(lambda: datetime.now(UTC) > wake)  # it deferred itself one second
             reports: list[str] = []
             # Renewals every 0.3 s: one waits for the row when the shutdown comes.
             daemon = Daemon(

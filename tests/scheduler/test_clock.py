@@ -87,3 +87,73 @@ class TestSleepsAreCancellationPoints:
             await clock.sleep_until(clock.now() - timedelta(seconds=1))
             went_on = True
         assert (True, False) == (scope.cancelled_caught, went_on)
+
+
+class TestAutojump:
+    """``FakeClock(autojump=True)``: time jumps to the next deadline once every task is blocked,
+    as trio's ``MockClock`` does with an autojump threshold of 0."""
+
+    async def test_time_stands_still_while_another_task_can_run(self) -> None:
+        """A sleeper does not jump while another task still has work: that task sees the
+        time of its start throughout, and the sleeper wakes at its deadline after it."""
+        clock = FakeClock(autojump=True)
+        seen: list[float] = []
+        woke: list[float] = []
+
+        async def sleeper() -> None:
+            await clock.sleep_until(clock.now() + timedelta(seconds=10))
+            woke.append(clock.monotonic())
+
+        async def worker() -> None:
+            for _ in range(50):
+                seen.append(clock.monotonic())
+                await anyio.lowlevel.checkpoint()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sleeper)
+            tg.start_soon(worker)
+        assert ([0.0] * 50, [10.0]) == (seen, woke)
+
+    async def test_sleepers_wake_in_deadline_order_each_at_its_time(self) -> None:
+        """Two sleepers: time jumps to the nearer deadline first, then to the other."""
+        clock = FakeClock(autojump=True)
+        woke: list[tuple[str, float]] = []
+
+        async def sleep(name: str, seconds: float) -> None:
+            await clock.sleep_until(clock.now() + timedelta(seconds=seconds))
+            woke.append((name, clock.monotonic()))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sleep, "late", 5)
+            tg.start_soon(sleep, "early", 3)
+        assert [("early", 3.0), ("late", 5.0)] == woke
+
+    async def test_a_task_waiting_for_an_event_does_not_hold_time(self) -> None:
+        """A task blocked on something other than the clock counts as blocked: the sleeper
+        jumps, and what it sets wakes the waiter."""
+        clock = FakeClock(autojump=True)
+        ready = anyio.Event()
+        woke: list[float] = []
+
+        async def waiter() -> None:
+            await ready.wait()
+            woke.append(clock.monotonic())
+
+        async def sleeper() -> None:
+            await clock.sleep_until(clock.now() + timedelta(hours=1))
+            ready.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(waiter)
+            tg.start_soon(sleeper)
+        assert [3600.0] == woke
+
+    async def test_advance_still_wakes_an_autojump_sleeper(self) -> None:
+        """advance() works on an autojumping clock as on any other."""
+        clock = FakeClock(autojump=True)
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(clock.sleep_until, clock.now() + timedelta(seconds=30))
+                await anyio.lowlevel.checkpoint()
+                clock.advance(30)
+        assert 30.0 == clock.monotonic()
