@@ -30,18 +30,19 @@ from usage import Pricing
 
 from ._agent import Agent
 from ._control_requests import RunControls
-from ._conversation import Conversation, Window
+from ._conversation import Conversation
 from ._decide import status_for
 from ._durable import WATCH_KINDS, AdoptedLease, SessionKeeper
 from ._errors import BuildError, ConfigurationError
 from ._exit_tools import ControlTools
+from ._history import INTERRUPTED, Window
 from ._inbox import Inbox, Wake
 from ._logging import get_logger
 from ._loop import LoopDeps, run_loop
 from ._models._litellm import LiteLLMModel
 from ._observer import Observer
 from ._options import RunOptions, budgets_of, with_budgets
-from ._restore import INTERRUPTED, describe, load_history, restore, undelivered
+from ._restore import describe, restore, undelivered
 from ._result import AutonomousStatus, RunResult, StopReason
 from ._results import error_record
 from ._run_state import RunState
@@ -225,8 +226,8 @@ class Run:
             inbox.add(message)
         if restored.paused:
             self.controls.paused = True
-        conv.goal = self.state.goal  # before the history: a cut window sends the goal
-        load_history(conv, restored)
+        conv.history = restored.history
+        conv.goal = self.state.goal  # a cut window sends the goal
         self.log.info("run_resumed", **describe(restored))
         await self._close_complete_turn()
         return restored.last_seq

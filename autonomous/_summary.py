@@ -24,9 +24,10 @@ import attrs
 from eventlog import HistorySummary
 from usage import Pricing, Tracker, Usage, max_output_tokens
 
-from ._conversation import Conversation, DroppedBlock
+from ._conversation import Conversation
 from ._decide import call_would_pass, estimate_input_tokens, prompt_chars
 from ._errors import TurnTimeout
+from ._history import DroppedBlock
 from ._model import Message, Model, ModelResponse
 from ._observer import Observer
 from ._options import RunOptions
@@ -175,8 +176,7 @@ class Compactor:
             log.warning("history_summary_failed", turn=turn, error=type(exc).__name__)
             return
         self._count(summary)
-        conv.record(summary)
-        conv.set_summary(summary)
+        conv.record(summary)  # sent after the goal from now on
         await conv.flush()  # durable now: a resume sends this summary, never writes another
         await self.observer.history_summarized(summary)
 
