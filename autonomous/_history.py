@@ -38,6 +38,7 @@ from eventlog import (
     Event,
     EventKind,
     HistorySummary,
+    ToolCallRecord,
     ToolResult,
     UserMessage,
 )
@@ -125,7 +126,7 @@ class _Open:
     start: int  # where its prompt is in the kept turns' messages
     answered: bool = False
     last_asked: bool = False  # its last answer asked for tools
-    waiting: list[ToolCall] = attrs.field(factory=list)  # calls with no result yet
+    waiting: list[ToolCallRecord] = attrs.field(factory=list)  # calls with no result yet
 
 
 @attrs.define(eq=False)
@@ -179,14 +180,14 @@ class History:
             turn=o.turn,
             inbox_ids=o.inbox_ids,
             answered=o.answered,
-            calls=tuple(o.waiting),
+            calls=tuple(ToolCall(c.call_id, c.name, c.arguments) for c in o.waiting),
             first_index=self._calls[o.turn] - len(o.waiting),
             complete=o.answered and not o.last_asked,
         )
 
     def open_calls(self) -> list[tuple[str, str]]:
         """The (id, name) of the open turn's tool calls that have no result yet, in order."""
-        return [(c.id, c.name) for c in self._open.waiting] if self._open is not None else []
+        return [(c.call_id, c.name) for c in self._open.waiting] if self._open is not None else []
 
     def abandon_open_turn(self) -> None:
         """Drop the open turn (a prompt the model never answered is not history)."""
@@ -224,14 +225,16 @@ class History:
         if o is None:  # an answer outside any turn: never in a log a run writes
             return
         self._interrupt(o)
-        calls = [ToolCall(c.call_id, c.name, c.arguments) for c in p.tool_calls]
+        calls = list(p.tool_calls)
         self._body.append(assistant_message(p.text, calls))
         o.answered, o.last_asked, o.waiting = True, bool(calls), calls
         self._calls[p.turn] += len(calls)
 
     def _result(self, p: ToolResult) -> None:
         o = self._open
-        index = next((i for i, c in enumerate(o.waiting) if c.id == p.call_id), -1) if o else -1
+        index = (
+            next((i for i, c in enumerate(o.waiting) if c.call_id == p.call_id), -1) if o else -1
+        )
         if o is None or index < 0:  # it answers no waiting call
             return
         del o.waiting[index]
@@ -245,7 +248,9 @@ class History:
     def _interrupt(self, o: _Open) -> None:
         """Answer the calls still waiting as interrupted."""
         for call in o.waiting:
-            self._body.append({"role": "tool", "tool_call_id": call.id, "content": INTERRUPTED})
+            self._body.append(
+                {"role": "tool", "tool_call_id": call.call_id, "content": INTERRUPTED}
+            )
         o.waiting = []
 
     def _cut(self, turn: int) -> None:
@@ -275,13 +280,17 @@ class History:
         return header
 
 
-def assistant_message(text: str, tool_calls: Sequence[ToolCall]) -> Message:
+def assistant_message(text: str, tool_calls: Sequence[ToolCallRecord]) -> Message:
     """An answer as providers take it: its content null only beside tool calls (an empty
     answer with neither would be refused as null content)."""
     message: dict[str, Any] = {"role": "assistant", "content": text or (None if tool_calls else "")}
     if tool_calls:
         message["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            {
+                "id": c.call_id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": c.arguments},
+            }
             for c in tool_calls
         ]
     return message

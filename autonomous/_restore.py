@@ -36,28 +36,14 @@ from eventlog import (
 
 from ._control_requests import ControlAction
 from ._decide import Totals
-from ._history import HISTORY_KINDS, History, Window
+from ._history import HISTORY_KINDS, History, OpenTurn, Window
 from ._inbox import InboxMessage
-from ._model import ToolCall
 from ._session_state import SessionState
 from ._session_state import horizon as first_unseen
 
-
-@attrs.frozen
-class Unfinished:
-    """A turn the process did not finish: its prompt and at least one answer are in the log.
-
-    ``calls`` are its last answer's tool calls that have no result yet, in order, and
-    ``first_index`` is the place of the first of them among the turn's tool calls (for their
-    idempotency keys). ``complete`` is True when its last answer asked for no tools: only its
-    checkpoint is missing.
-    """
-
-    turn: int
-    calls: tuple[ToolCall, ...]
-    first_index: int
-    inbox_ids: tuple[str, ...]
-    complete: bool
+#: A turn the process did not finish, which the resumed run goes on with: the open turn at
+#: the end of the fold, the model's answer to its prompt in the log (see :class:`OpenTurn`).
+Unfinished = OpenTurn
 
 
 @attrs.frozen
@@ -141,7 +127,7 @@ def _unfinished(history: History) -> Unfinished | None:
     if not turn.answered:
         history.abandon_open_turn()
         return None
-    return Unfinished(turn.turn, turn.calls, turn.first_index, turn.inbox_ids, turn.complete)
+    return turn
 
 
 def _last_turn(cp: Checkpoint | None, tail: list[Event]) -> int:
