@@ -141,8 +141,8 @@ class History:
     window: Window = attrs.field(factory=Window)
     goal: str = ""
     first_turn: int = 1
-    #: The latest summary of cut turns (None: none written).
-    summary: HistorySummary | None = None
+    #: The latest summary of cut turns (None: none applied).
+    summary: HistorySummary | None = attrs.field(default=None, init=False)
     _body: list[Message] = attrs.field(factory=list, init=False)  # the kept turns
     _turns: list[tuple[int, int]] = attrs.field(factory=list, init=False)  # (number, index)
     _open: _Open | None = attrs.field(default=None, init=False)

@@ -4,14 +4,16 @@ events it recorded gives, byte for byte, and a resume folds the same events the 
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import anyio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from autonomous import Agent, RetryDecision, function_tool, run_autonomous
+from autonomous import Agent, RetryDecision, function_tool, resume_autonomous, run_autonomous
 from autonomous._history import History, Window
 from autonomous._options import RunOptions
 from autonomous._restore import restore
@@ -22,6 +24,7 @@ from eventlog import (
     EventKind,
     MemoryEventLog,
     SessionRef,
+    SqliteEventLog,
     ToolCallRecord,
     ToolResult,
     UserMessage,
@@ -187,6 +190,85 @@ def test_a_resume_folds_the_history_the_live_run_ended_with(
     """The resume's bounded read (the window's turns, the latest summary) folds to the
     history that folding the whole log gives."""
     anyio.run(check_resume_folds_like_live, script, window, decisions)
+
+
+class Crash(BaseException):
+    """Raised by the scripted model: the process dies there, writing nothing more."""
+
+
+#: Steps of a run that a resume can replay exactly: tools that may run twice, no failures.
+replayable = st.one_of(
+    st.tuples(st.just("reply"), st.sampled_from(["ok", "", "noted"])),
+    st.tuples(st.just("calls"), st.lists(st.sampled_from(["act", "boom"]), min_size=1, max_size=3)),
+)
+
+
+async def check_a_resume_sends_what_the_live_run_did(
+    script: Sequence[Step], window: tuple[int, str, int, bool], crash_at: int
+) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        async with SqliteEventLog(Path(folder) / "runs.db") as log:
+            await crash_and_resume(SessionRef(log, "fold", "u", "s"), script, window, crash_at)
+
+
+async def crash_and_resume(
+    ref: SessionRef, script: Sequence[Step], window: tuple[int, str, int, bool], crash_at: int
+) -> None:
+    turns, mode, keep, summarised = window
+    recorder = Recorder(script)
+    steps: list[Any] = [recorder.step(kind, arg) for kind, arg in script]
+    crash_at = min(crash_at, len(steps))
+
+    def crash(messages: Sequence[dict[str, Any]], tools: object) -> Any:
+        recorder.requests.append(([dict(m) for m in messages], True))
+        raise Crash
+
+    steps.insert(crash_at, crash)
+    tools = [
+        function_tool(act, idempotent=True),
+        function_tool(boom, idempotent=True),
+    ]
+    options: dict[str, Any] = {
+        "max_turns": 8,
+        "history_turns": turns,
+        "history": mode,
+        "history_keep_turns": keep,
+    }
+
+    def build(model: ScriptedModel) -> Any:
+        if summarised and turns:
+            options["history_summary_model"] = ScriptedModel(default=reply("what happened"))
+        return lambda extra, *_: Agent(
+            model, instructions="watch", tools=[*tools, *extra], session=ref
+        )
+
+    try:
+        await run_autonomous(build(ScriptedModel(steps)), "the goal", **options)
+    except* Crash:
+        pass
+    live = recorder.requests[-1][0]
+    resumed: list[list[dict[str, Any]]] = []
+
+    def first(messages: Sequence[dict[str, Any]], tools: object) -> Any:
+        resumed.append([dict(m) for m in messages])
+        raise Crash
+
+    try:
+        await resume_autonomous(build(ScriptedModel([first])), ref, **options)
+    except* Crash:
+        pass
+    assert dumped(live) == dumped(resumed[0])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(replayable, max_size=12), windows, st.integers(0, 12))
+def test_a_resume_after_a_crash_sends_what_the_live_run_sent(
+    script: list[Step], window: tuple[int, str, int, bool], crash_at: int
+) -> None:
+    """A process that dies at any model call, resumed, sends that call exactly what the live
+    run sent it (its tools run again, so their results are the same): the provider's cached
+    prefix holds across the crash."""
+    anyio.run(check_a_resume_sends_what_the_live_run_did, script, window, crash_at)
 
 
 def test_an_open_turn_keeps_its_answered_calls_and_pads_the_rest() -> None:
