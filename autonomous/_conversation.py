@@ -8,7 +8,6 @@ from eventlog import (
     AssistantMessage,
     Event,
     EventLog,
-    HistorySummary,
     Lease,
     Payload,
     SessionKey,
@@ -17,7 +16,7 @@ from eventlog import (
     UserMessage,
 )
 
-from ._history import DroppedBlock, History, Window
+from ._history import History, Window
 from ._model import Message, ModelResponse
 from ._results import ToolOutcome
 
@@ -58,24 +57,6 @@ class Conversation:
         )
         return [*system, *self.history.messages]
 
-    @property
-    def goal(self) -> str:
-        """The run's goal, sent in a message of its own once the window cut a turn."""
-        return self.history.goal
-
-    @goal.setter
-    def goal(self, goal: str) -> None:
-        self.history.goal = goal
-
-    @property
-    def summary(self) -> HistorySummary | None:
-        """The latest summary of cut turns (None: none written)."""
-        return self.history.summary
-
-    def dropped_by(self, turn: int) -> DroppedBlock | None:
-        """The turns that starting turn ``turn`` cuts from the window (None: none)."""
-        return self.history.dropped_by(turn)
-
     def record(self, payload: Payload) -> None:
         """Buffer an event for the next flush, and apply it to the history."""
         event = Event.create(self.key, payload, author=self.author)
@@ -100,25 +81,22 @@ class Conversation:
         self._pending = []
 
     def begin_turn(self, prompt: str, turn: int, inbox_ids: tuple[str, ...] = ()) -> None:
-        """Start a turn with ``prompt`` (cutting old turns: call :meth:`dropped_by` first to
-        summarise them).
+        """Start a turn with ``prompt`` (cutting old turns: see :meth:`History.dropped_by` to
+        summarise them first).
 
         ``inbox_ids`` names the inbox messages in the prompt: a resume that goes on with this
         turn knows that the model has seen them.
         """
         self.record(UserMessage(text=prompt, turn=turn, inbox_ids=inbox_ids))
 
-    def open_calls(self) -> list[tuple[str, str]]:
-        """The (id, name) of the current turn's tool calls that have no result yet, in order."""
-        return self.history.open_calls()
-
     def answer_open_calls(self, content: str, turn: int) -> int:
         """Answer every open tool call of the current turn with ``content`` (outcome
         ``interrupted``), so that what the log closes is a conversation a provider accepts;
         how many there were."""
-        calls = self.open_calls()
-        for call_id, name in calls:
-            self.add_tool_result(call_id, name, content, ToolOutcome.INTERRUPTED, turn)
+        open_turn = self.history.open_turn
+        calls = open_turn.calls if open_turn is not None else ()
+        for call in calls:
+            self.add_tool_result(call.id, call.name, content, ToolOutcome.INTERRUPTED, turn)
         return len(calls)
 
     def add_answer(self, response: ModelResponse, turn: int, cost_usd: float) -> None:

@@ -185,10 +185,6 @@ class History:
             complete=o.answered and not o.last_asked,
         )
 
-    def open_calls(self) -> list[tuple[str, str]]:
-        """The (id, name) of the open turn's tool calls that have no result yet, in order."""
-        return [(c.call_id, c.name) for c in self._open.waiting] if self._open is not None else []
-
     def abandon_open_turn(self) -> None:
         """Drop the open turn (a prompt the model never answered is not history)."""
         if self._open is not None:

@@ -180,7 +180,7 @@ class Run:
         if ref is not None:
             await self._watch_after(await self._resume(conv, agent))
         else:
-            conv.goal = self.state.goal
+            conv.history.goal = self.state.goal
             # A new session's inbox and control are read from its first event: whatever was
             # sent to it before this run took its lease is obeyed (a stop) or delivered.
             await self._watch_after(0)
@@ -226,8 +226,7 @@ class Run:
             inbox.add(message)
         if restored.paused:
             self.controls.paused = True
-        conv.history = restored.history
-        conv.goal = self.state.goal  # a cut window sends the goal
+        conv.history = restored.history  # its goal is the state's: both read the checkpoint's
         self.log.info("run_resumed", **describe(restored))
         await self._close_complete_turn()
         return restored.last_seq

@@ -157,11 +157,12 @@ class Compactor:
 
     async def before_turn(self, conv: Conversation, turn: int) -> None:
         """Summarise the turns that starting ``turn`` cuts, if any are not summarised yet."""
-        block = conv.dropped_by(turn)
-        previous = conv.summary
+        history = conv.history
+        block = history.dropped_by(turn)
+        previous = history.summary
         if block is None or (previous is not None and block.last_turn <= previous.last_turn):
             return
-        request = summary_request(conv.goal, previous, block)
+        request = summary_request(history.goal, previous, block)
         tokens, most = self.summarizer.most_cost(request)
         cap = call_would_pass(self.opts, self.tally.totals, input_tokens=tokens, most_cost_usd=most)
         log = self.observer.log

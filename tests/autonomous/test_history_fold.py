@@ -20,6 +20,7 @@ from autonomous._restore import restore
 from autonomous.testing import ScriptedModel, calls, reply
 from eventlog import (
     AssistantMessage,
+    Checkpoint,
     Event,
     EventKind,
     MemoryEventLog,
@@ -229,7 +230,7 @@ async def crash_and_resume(
         function_tool(boom, idempotent=True),
     ]
     options: dict[str, Any] = {
-        "max_turns": 8,
+        "max_turns": 20,  # more than the calls before the crash: it always comes
         "history_turns": turns,
         "history": mode,
         "history_keep_turns": keep,
@@ -257,6 +258,7 @@ async def crash_and_resume(
         await resume_autonomous(build(ScriptedModel([first])), ref, **options)
     except* Crash:
         pass
+    assert 1 == len(resumed)  # the resumed run called the model (and died there too)
     assert dumped(live) == dumped(resumed[0])
 
 
@@ -288,3 +290,91 @@ def test_an_open_turn_keeps_its_answered_calls_and_pads_the_rest() -> None:
     assert ["user", "assistant", "tool", "tool", "assistant"] == roles
     assert history.messages[3]["tool_call_id"] == "c2"
     assert history.messages[3]["content"].startswith("interrupted")
+
+
+def folded(*payloads: Any) -> History:
+    """The history folded from ``payloads``, in order."""
+    history = History()
+    key = SessionRef(MemoryEventLog(), "a", "u", "s").key
+    for payload in payloads:
+        history.apply(Event.create(key, payload))
+    return history
+
+
+def asks(turn: int, *ids: str) -> AssistantMessage:
+    """An answer in ``turn`` asking for one ``act`` call per id."""
+    return AssistantMessage("", turn, tuple(ToolCallRecord(i, "act", "{}") for i in ids))
+
+
+def shape(history: History) -> list[str]:
+    """Each message as role (and the call it answers)."""
+    return [
+        f"tool:{m['tool_call_id']}" if m["role"] == "tool" else m["role"] for m in history.messages
+    ]
+
+
+class TestFoldOfOlderLogs:
+    """Logs this release never writes (older releases, a process that died mid-call) still
+    fold to a conversation a provider accepts."""
+
+    def test_a_result_that_answers_no_waiting_call_is_left_out(self) -> None:
+        history = folded(
+            UserMessage("go", 1),
+            asks(1, "c1"),
+            ToolResult("c1", "act", "acted", 1),
+            ToolResult("c1", "act", "again", 1),  # a second answer to the same call
+            ToolResult("zz", "act", "stray", 1),  # an answer to no call
+        )
+        assert ["user", "assistant", "tool:c1"] == shape(history)
+        assert "acted" == history.messages[-1]["content"]
+
+    def test_a_closing_checkpoint_answers_the_calls_still_waiting(self) -> None:
+        history = folded(UserMessage("go", 1), asks(1, "c1", "c2"), Checkpoint(1, 0, 0, 0.0, "x"))
+        assert ["user", "assistant", "tool:c1", "tool:c2"] == shape(history)
+        assert history.open_turn is None
+
+    def test_a_retry_checkpoint_leaves_its_turn_open(self) -> None:
+        retry = Checkpoint(1, 0, 0, 0.0, "x", open_turn=1)
+        history = folded(UserMessage("go", 1, inbox_ids=("m1",)), asks(1, "c1"), retry)
+        turn = history.open_turn
+        assert turn is not None
+        assert (1, ("m1",), True, ["c1"], 0, False) == (
+            turn.turn,
+            turn.inbox_ids,
+            turn.answered,
+            [c.id for c in turn.calls],
+            turn.first_index,
+            turn.complete,
+        )
+
+    def test_an_open_turn_counts_the_calls_its_answers_made(self) -> None:
+        """The first waiting call's index among the turn's calls: its idempotency key."""
+        history = folded(
+            UserMessage("go", 1),
+            asks(1, "c1"),
+            ToolResult("c1", "act", "acted", 1),
+            asks(1, "c2", "c3"),
+            ToolResult("c2", "act", "acted", 1),
+        )
+        turn = history.open_turn
+        assert turn is not None
+        assert (["c3"], 2) == ([c.id for c in turn.calls], turn.first_index)
+
+    def test_a_prompt_no_checkpoint_closed_is_closed_by_the_next(self) -> None:
+        history = folded(
+            UserMessage("one", 1),
+            AssistantMessage("done", 1, ()),
+            UserMessage("two", 2),
+        )
+        assert ["one", "done", "two"] == [m["content"] for m in history.messages]
+
+    def test_a_prompt_never_answered_is_replaced_by_the_next(self) -> None:
+        history = folded(UserMessage("one", 1), UserMessage("two", 2))
+        assert ["two"] == [m["content"] for m in history.messages]
+
+    def test_an_unanswered_prompt_a_checkpoint_closed_stays(self) -> None:
+        """A turn whose model call failed and was skipped: the model sees the prompt it missed."""
+        history = folded(
+            UserMessage("one", 1), Checkpoint(1, 0, 0, 0.0, "x"), UserMessage("two", 2)
+        )
+        assert ["one", "two"] == [m["content"] for m in history.messages]
