@@ -71,6 +71,8 @@ class Recorder:
         self.requests: list[tuple[list[dict[str, Any]], bool]] = []
 
     def step(self, kind: str, arg: Any) -> Any:
+        """A step answering as ``kind`` says, after keeping the request."""
+
         def answer(messages: Sequence[dict[str, Any]], tools: object) -> Any:
             self.requests.append(([dict(m) for m in messages], kind != "error"))
             if kind == "error":
@@ -82,6 +84,7 @@ class Recorder:
         return answer
 
     def model(self) -> ScriptedModel:
+        """A model that takes the script's steps, then replies with nothing."""
         return ScriptedModel(
             [self.step(kind, arg) for kind, arg in self.script], default=self.step("reply", "")
         )
@@ -95,6 +98,8 @@ def dumped(messages: Sequence[dict[str, Any]]) -> str:
 async def live_run(
     script: Sequence[Step], window: tuple[int, str, int, bool], decisions: Sequence[RetryDecision]
 ) -> tuple[SessionRef, Recorder, RunOptions]:
+    """Run ``script`` on a memory session with ``window``; the retry policy answers with
+    ``decisions`` in turn (then skips)."""
     turns, mode, keep, summarised = window
     ref = SessionRef(MemoryEventLog(), "fold", "u", "s")
     recorder = Recorder(script)
@@ -127,12 +132,14 @@ async def live_run(
 
 
 def window_of(opts: RunOptions, summarised: bool) -> Window:
+    """The window a run with ``opts`` holds."""
     return Window(opts.history_turns, opts.history_keep, summarised and bool(opts.history_turns))
 
 
 async def check_live_is_the_fold(
     script: Sequence[Step], window: tuple[int, str, int, bool], decisions: Sequence[RetryDecision]
 ) -> None:
+    """Fold the run's log from its first event, comparing before each answer."""
     ref, recorder, opts = await live_run(script, window, decisions)
     events = await ref.log.read(ref.key)
     answered = [messages for messages, ok in recorder.requests if ok]
@@ -150,6 +157,7 @@ async def check_live_is_the_fold(
 async def check_resume_folds_like_live(
     script: Sequence[Step], window: tuple[int, str, int, bool], decisions: Sequence[RetryDecision]
 ) -> None:
+    """Compare the fold of the whole log with the resume's, at the resumed run's next call."""
     ref, _, opts = await live_run(script, window, decisions)
     whole = History(window=window_of(opts, window[3]))
     for event in await ref.log.read(ref.key):
@@ -207,6 +215,7 @@ replayable = st.one_of(
 async def check_a_resume_sends_what_the_live_run_did(
     script: Sequence[Step], window: tuple[int, str, int, bool], crash_at: int
 ) -> None:
+    """Crash and resume on a fresh SQLite log (a durable session: it checkpoints its start)."""
     with tempfile.TemporaryDirectory() as folder:
         async with SqliteEventLog(Path(folder) / "runs.db") as log:
             await crash_and_resume(SessionRef(log, "fold", "u", "s"), script, window, crash_at)
@@ -215,6 +224,7 @@ async def check_a_resume_sends_what_the_live_run_did(
 async def crash_and_resume(
     ref: SessionRef, script: Sequence[Step], window: tuple[int, str, int, bool], crash_at: int
 ) -> None:
+    """Run ``script`` on ``ref`` until it dies at call ``crash_at``, then resume it."""
     turns, mode, keep, summarised = window
     recorder = Recorder(script)
     steps: list[Any] = [recorder.step(kind, arg) for kind, arg in script]
