@@ -20,8 +20,9 @@ Map (the core is flat here; its edges are the sub-packages at the end):
     _text.py          cleaning model and tool text at the edges (lone surrogates)
     _exit_tools.py    the exit tools: the done tool and the schedule tool
     _control_requests.py  RunControls: pause, resume, stop, inject, wake; ControlAction
-    _conversation.py  the messages the model sees and the events that record them; the history
+    _history.py       History: the conversation as one fold of events (live and on resume); the
                       window (cut in blocks, window_start)
+    _conversation.py  the run's conversation: the events it records, applied to its History
     _inbox.py         the inbox and the wake signal
     _progress.py      typed progress events and their fan-out to the callback and streams
     _observer.py      one observer per run: each event once, to log, progress, supervisor, telemetry
@@ -29,7 +30,7 @@ Map (the core is flat here; its edges are the sub-packages at the end):
     _result.py        StopReason, AutonomousStatus, RetryDecision, RunResult
     _remote.py        send_inject / send_control: control a session through its event log
     _durable.py       the session lease (or one lent: AdoptedLease), its heartbeat, the log watch
-    _restore.py       rebuilding a run from its session's log (unfinished turns included)
+    _restore.py       rebuilding a run from its session's log: reads, then folds the history
     _session_state.py a session's state from outside a run: completed, stopped, the horizon
     _summary.py       summaries of the turns the history window cuts (history_summary_model)
     _supervisor.py    supervisors: decisions, rules, the snapshot they see; _judge.py the LLM judge

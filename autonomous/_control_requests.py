@@ -16,11 +16,10 @@ from eventlog import (
     InboxQueued,
     Originator,
     SessionKey,
-    new_event_id,
 )
 
-from ._errors import ConfigurationError, RunFinished
-from ._inbox import Inbox, InboxMessage, Wake
+from ._errors import RunFinished
+from ._inbox import Inbox, InboxMessage, Wake, check_inject, inject_event
 from ._progress import Paused, Resumed
 from ._result import AutonomousStatus
 
@@ -198,18 +197,14 @@ class RunControls:
 
     async def inject(self, text: str, caller: Originator | None) -> None:
         """Append an inbox message to the log (durably), then queue it and wake the loop."""
-        if not isinstance(text, str) or not text.strip():
-            raise ConfigurationError("inject needs a non-blank message")
+        check_inject(text)
         self._check_live("inject")
         await self.ready.wait()
         if self.failure is not None:
             raise RunFinished("the run failed to start; nothing to inject into") from self.failure
         self._check_live("inject")
         assert self.conv is not None
-        message_id = new_event_id()
-        event = Event.create(
-            self.conv.key, InboxQueued(message_id, text, caller), author=_author(caller)
-        )
+        message_id, event = inject_event(self.conv.key, text, caller, via=HANDLE_AUTHOR)
         (seq,) = await self.conv.log.append([event])
         self.inbox.add(InboxMessage(message_id, text, caller, seq))
         self.request_wake()

@@ -8,7 +8,9 @@ import threading
 import anyio
 import attrs
 
-from eventlog import Originator
+from eventlog import Event, InboxQueued, Originator, SessionKey, new_event_id
+
+from ._errors import ConfigurationError
 
 
 @attrs.frozen
@@ -19,6 +21,30 @@ class InboxMessage:
     text: str
     caller: Originator | None = None
     seq: int = 0
+
+
+def check_inject(text: object) -> None:
+    """Refuse what cannot be injected: anything but a non-blank string."""
+    if not isinstance(text, str) or not text.strip():
+        raise ConfigurationError("inject needs a non-blank message")
+
+
+def author_of(via: str, caller: Originator | None) -> str:
+    """The author of an event sent ``via`` a channel (``handle``, ``remote``...) by ``caller``:
+    the channel, then the caller's identity when it has one."""
+    who = caller.identity if caller is not None and caller.identity else ""
+    return f"{via}:{who}" if who else via
+
+
+def inject_event(
+    key: SessionKey, text: str, caller: Originator | None, *, via: str
+) -> tuple[str, Event]:
+    """The event that queues ``text`` in ``key``'s inbox, and its new message id: the one way
+    an inject is written, by the run's handle and by :func:`send_inject` alike."""
+    check_inject(text)
+    message_id = new_event_id()
+    event = Event.create(key, InboxQueued(message_id, text, caller), author=author_of(via, caller))
+    return message_id, event
 
 
 @attrs.define(eq=False)

@@ -26,11 +26,11 @@ from ._conversation import Conversation
 from ._decide import Continue, Finish, Retry, Step, Wait, after_turn, clamp_wake, turn_budget
 from ._errors import TurnError, TurnTimeout
 from ._exit_tools import ControlTools
+from ._history import INTERRUPTED
 from ._inbox import InboxMessage, inbox_block
 from ._observer import Observer
 from ._options import RunOptions
 from ._progress import Sleeping, TurnFinished, TurnStarted, Woke
-from ._restore import INTERRUPTED
 from ._result import RetryDecision, RunResult, StopReason
 from ._run_state import Retrying, RunState
 from ._summary import Compactor

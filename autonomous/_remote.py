@@ -12,25 +12,19 @@ from eventlog import (
     Control,
     Event,
     EventLog,
-    InboxQueued,
     SessionFinished,
     SessionKey,
-    new_event_id,
 )
 from permissions import Caller
 
 from ._callers import to_originator
 from ._control_requests import ControlAction
 from ._errors import ConfigurationError
+from ._inbox import author_of, check_inject, inject_event
 from ._session_state import session_state
 
 #: The control actions another process may send.
 ACTIONS = tuple(a.value for a in ControlAction)
-
-
-def _author(via: str, caller: Caller | None) -> str:
-    who = caller.identity if caller is not None and caller.identity else ""
-    return f"{via}:{who}" if who else via
 
 
 async def send_inject(
@@ -51,16 +45,14 @@ async def send_inject(
     Raises :class:`eventlog.SessionFinished` when the session completed or was stopped for
     good: nobody would ever read the message.
     """
-    if not isinstance(text, str) or not text.strip():
-        raise ConfigurationError("inject needs a non-blank message")
+    check_inject(text)
     await _refuse_finished(log, key, "inject")
-    message_id = new_event_id()
-    author, originator = _author(via, caller), to_originator(caller)
-    events = [Event.create(key, InboxQueued(message_id, text, originator), author=author)]
+    originator = to_originator(caller)
+    message_id, event = inject_event(key, text, originator, via=via)
+    events = [event]
     if wake:
-        events.append(
-            Event.create(key, Control(ControlAction.WAKE.value, originator), author=author)
-        )
+        wake_request = Control(ControlAction.WAKE.value, originator)
+        events.append(Event.create(key, wake_request, author=event.author))
     await log.append(events)
     return message_id
 
@@ -84,8 +76,9 @@ async def send_control(
         raise ConfigurationError(f"unknown control action {action!r}; one of {', '.join(ACTIONS)}")
     what = ControlAction(action)
     await _refuse_finished(log, key, what)
+    originator = to_originator(caller)
     event = Event.create(
-        key, Control(what.value, to_originator(caller), detail), author=_author(via, caller)
+        key, Control(what.value, originator, detail), author=author_of(via, originator)
     )
     await log.append([event])
 

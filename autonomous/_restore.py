@@ -6,9 +6,11 @@ the one the live run had, cut at the same turns), the latest history summary (lo
 when the window is summarised: a session that never had one would be read whole looking for it),
 and the inbox and control events from the checkpoint's horizon.
 
-The history a resume sends is always one a provider accepts: the turns closed by a checkpoint,
-plus, for a turn the process did not finish, its committed prefix (:class:`Unfinished`), whose
-unanswered tool calls the resumed run answers before anything else.
+The history is the fold of those events (:class:`History`, the fold the live run grows its
+conversation by): the turns closed by a checkpoint, plus, for a turn the process did not
+finish, its committed prefix (:class:`Unfinished`, the open turn at the end of the fold), whose
+unanswered tool calls the resumed run answers before anything else. A prompt the model never
+answered is not history: the resumed run sends its inbox messages again in a turn of its own.
 """
 
 from __future__ import annotations
@@ -29,35 +31,19 @@ from eventlog import (
     InboxDelivered,
     InboxQueued,
     SessionKey,
-    ToolResult,
     UserMessage,
 )
 
 from ._control_requests import ControlAction
-from ._conversation import HISTORY_KINDS, Conversation, Window, answer_content
 from ._decide import Totals
+from ._history import HISTORY_KINDS, History, OpenTurn, Window
 from ._inbox import InboxMessage
-from ._model import Message, ToolCall
 from ._session_state import SessionState
 from ._session_state import horizon as first_unseen
 
-
-@attrs.frozen
-class Unfinished:
-    """A turn the process did not finish: its prompt and at least one answer are in the log.
-
-    ``calls`` are its last answer's tool calls that have no result yet, in order, and
-    ``first_index`` is the place of the first of them among the turn's tool calls (for their
-    idempotency keys). ``complete`` is True when its last answer asked for no tools: only its
-    checkpoint is missing.
-    """
-
-    turn: int
-    calls: tuple[ToolCall, ...]
-    first_index: int
-    inbox_ids: tuple[str, ...]
-    complete: bool
-    length: int  # how many history messages belong to it (they end the history)
+#: A turn the process did not finish, which the resumed run goes on with: the open turn at
+#: the end of the fold, the model's answer to its prompt in the log (see :class:`OpenTurn`).
+Unfinished = OpenTurn
 
 
 @attrs.frozen
@@ -67,7 +53,8 @@ class Restored:
     checkpoint: Checkpoint | None
     checkpoint_seq: int
     totals: Totals
-    history: list[Message]
+    #: The conversation a resume goes on with (its window, where it began, its summary).
+    history: History
     goal: str
     pending: tuple[InboxMessage, ...]
     delivered: frozenset[str]
@@ -76,12 +63,6 @@ class Restored:
     unfinished: Unfinished | None = None
     stopped: bool = False
     woken: bool = False
-    #: The turn number of each turn in ``history`` (one per user message), in order.
-    turn_numbers: tuple[int, ...] = ()
-    #: The first turn number the window keeps (1: nothing cut yet).
-    first_turn: int = 1
-    #: The latest summary of cut turns (None: none written).
-    summary: HistorySummary | None = None
     #: The session's budgets as last recorded (None: a session from before they were).
     budgets: Budgets | None = None
 
@@ -102,7 +83,15 @@ async def restore(
     cp, cp_seq = known.checkpoint, known.checkpoint_seq
     tail = await log.read(key, after_seq=cp_seq)
     first = window.start(_last_turn(cp, tail))
-    history, numbers, unfinished = await _history(log, key, first, known, tail)
+    goal = cp.goal if cp is not None and cp.goal else await _first_prompt(log, key)
+    history = History(window=window, goal=goal, first_turn=first)
+    if first > 1 and window.summarised:
+        summary = await _latest_summary(log, key)
+        if summary is not None:
+            history.apply(summary)
+    for event in await _history_events(log, key, first, cp_seq, tail):
+        history.apply(event)
+    unfinished = _unfinished(history)
     horizon = first_unseen(cp, cp_seq)
     inbox_from = min(cp.inbox_from_seq or horizon, horizon) if cp is not None else 1
     if inbox_from > cp_seq:
@@ -111,7 +100,6 @@ async def restore(
         inbox_events = await log.read(key, after_seq=inbox_from - 1, kinds=_INBOX_KINDS)
     pending, delivered = _inbox(inbox_events)
     controls = _controls(tail if horizon > cp_seq else await _read_controls(log, key, horizon))
-    goal = cp.goal if cp is not None and cp.goal else await _first_prompt(log, key)
     budgets = [e.payload for e in tail if isinstance(e.payload, Budgets)]
     return Restored(
         checkpoint=cp,
@@ -127,22 +115,19 @@ async def restore(
         unfinished=unfinished,
         stopped=bool(cp is not None and cp.stopped) or controls.stopped,
         woken=controls.woken,
-        turn_numbers=numbers,
-        first_turn=first,
-        summary=await _latest_summary(log, key) if first > 1 and window.summarised else None,
     )
 
 
-def load_history(conv: Conversation, restored: Restored) -> None:
-    """Put ``restored``'s history window (its turns, where it began, its summary) in ``conv``."""
-    unfinished = restored.unfinished
-    conv.load(
-        restored.history,
-        unfinished=unfinished.length if unfinished else 0,
-        turns=restored.turn_numbers,
-        first_turn=restored.first_turn,
-        summary=restored.summary,
-    )
+def _unfinished(history: History) -> Unfinished | None:
+    """The open turn at the end of the fold, which the resumed run goes on with, if the model
+    answered in it (one it never answered is dropped: its inbox is delivered again)."""
+    turn = history.open_turn
+    if turn is None:
+        return None
+    if not turn.answered:
+        history.abandon_open_turn()
+        return None
+    return turn
 
 
 def _last_turn(cp: Checkpoint | None, tail: list[Event]) -> int:
@@ -155,13 +140,12 @@ def _last_turn(cp: Checkpoint | None, tail: list[Event]) -> int:
     return cp.open_turn or cp.turns
 
 
-async def _latest_summary(log: EventLog, key: SessionKey) -> HistorySummary | None:
+async def _latest_summary(log: EventLog, key: SessionKey) -> Event | None:
     """The newest summary of cut turns. Read only for a run that writes them: it looks back
     through the session's events until it finds one, so a session that never had one would
     cost a read of its whole log (a run without a summary model sends no summary)."""
     last = await log.read_last(key, [EventKind.HISTORY_SUMMARY], 1)
-    payload = last[0].payload if last else None
-    return payload if isinstance(payload, HistorySummary) else None
+    return last[0] if last else None
 
 
 _INBOX_KINDS = (EventKind.INBOX_QUEUED, EventKind.INBOX_DELIVERED)
@@ -172,8 +156,8 @@ def describe(restored: Restored) -> dict[str, Any]:
     return {
         "checkpoint_seq": restored.checkpoint_seq,
         "turns": restored.totals.turns,
-        "history_messages": len(restored.history),
-        "history_from_turn": restored.first_turn,
+        "history_messages": len(restored.history.messages),
+        "history_from_turn": restored.history.first_turn,
         "pending_inbox": len(restored.pending),
         "unfinished_turn": restored.unfinished is not None,
         "open_calls": len(restored.unfinished.calls) if restored.unfinished else 0,
@@ -211,52 +195,19 @@ def _totals(cp: Checkpoint | None, tail: list[Event], *, counted: bool) -> Total
     return t.add_turn() if started and (cp is not None or counted) else t
 
 
-async def _history(
-    log: EventLog, key: SessionKey, first: int, known: SessionState, tail: list[Event]
-) -> tuple[list[Message], tuple[int, ...], Unfinished | None]:
-    """The conversation of closed turns from turn ``first`` on, then the committed prefix of
-    a turn left unfinished after the checkpoint (or left open by it, for a retry); and the
-    turn number of each turn in it."""
-    cp, cp_seq = known.checkpoint, known.checkpoint_seq
+async def _history_events(
+    log: EventLog, key: SessionKey, first: int, cp_seq: int, tail: list[Event]
+) -> list[Event]:
+    """The conversation events from the first prompt of turn ``first`` on (an unfinished turn
+    after the checkpoint, or one it left open for a retry, included)."""
     closed: list[Event] = []
     if cp_seq:
         after = await _seq_before_turn(log, key, first) if first > 1 else 0
         # Every kind is read (and filtered here): a row of a kind this code cannot read is a
         # CorruptEvent, never silently left out of what the model is sent.
         events = await log.read(key, after_seq=after, kinds=None) if after < cp_seq else []
-        closed = [e for e in events if e.seq <= cp_seq and e.kind in HISTORY_KINDS]
-        closed = closed[_first_prompt_at(closed, first) :]
-    open_part: list[Event] = []
-    if cp is not None and cp.open_turn:  # the checkpoint's turn goes on: it is not closed
-        start = _last_prompt_at(closed)
-        closed, open_part = closed[:start], closed[start:]
-    turns = turns_from_events(closed)
-    history = [m for _, messages in turns for m in messages]
-    numbers = tuple(n for n, messages in turns if messages and messages[0]["role"] == "user")
-    unfinished = _unfinished(open_part + [e for e in tail if e.kind in HISTORY_KINDS], closed)
-    if unfinished is None:
-        return history, numbers, None
-    prefix, state = unfinished
-    return history + prefix, (*numbers, state.turn), state
-
-
-def _last_prompt_at(events: list[Event]) -> int:
-    """The index of the last prompt in ``events`` (their length when there is none)."""
-    for i in range(len(events) - 1, -1, -1):
-        if isinstance(events[i].payload, UserMessage):
-            return i
-    return len(events)
-
-
-def _first_prompt_at(events: list[Event], first: int) -> int:
-    """The index of the first prompt of turn ``first`` or later (what comes before it belongs
-    to cut turns); 0 when nothing is cut."""
-    if first <= 1:
-        return 0
-    for i, event in enumerate(events):
-        if isinstance(event.payload, UserMessage) and event.payload.turn >= first:
-            return i
-    return len(events)
+        closed = [e for e in events if e.seq <= cp_seq]
+    return [e for e in (*closed, *tail) if e.kind in HISTORY_KINDS]
 
 
 async def _seq_before_turn(log: EventLog, key: SessionKey, first: int) -> int:
@@ -270,161 +221,6 @@ async def _seq_before_turn(log: EventLog, key: SessionKey, first: int) -> int:
             return kept[0].seq - 1 if kept else (starts[-1].seq if starts else 0)
         # Every prompt read is of the window: the window begins further back.
         wanted *= 4
-
-
-def history_from_events(events: list[Event]) -> list[Message]:
-    """Messages of the turns closed by a checkpoint (see :func:`turns_from_events`)."""
-    return [m for _, messages in turns_from_events(events) for m in messages]
-
-
-def turns_from_events(events: list[Event]) -> list[tuple[int, list[Message]]]:
-    """The turns closed by a checkpoint: number and messages.
-
-    A failed attempt's messages are part of its turn (what its tool calls did stays in view);
-    a checkpoint that leaves its turn open for a retry does not close it. Each turn comes out
-    well formed: every tool call answered once, by id, in order (a call the log has no result
-    for, as a failed attempt of an older release or a log written before results were closed
-    on exit may have, is answered as interrupted; a result that answers no call is left out).
-    """
-    turns: list[tuple[int, list[Message]]] = []
-    turn: list[Message] = []
-    number = 0
-    for event in events:
-        p = event.payload
-        if isinstance(p, Checkpoint):
-            if p.open_turn:
-                continue
-            if turn:
-                turns.append((number, well_formed(turn)))
-            turn = []
-        elif isinstance(p, UserMessage):
-            if _answered(turn):  # a prompt no checkpoint closed (logs of older versions)
-                turns.append((number, well_formed(turn)))
-            turn, number = [{"role": "user", "content": p.text}], p.turn
-        elif isinstance(p, AssistantMessage):
-            turn.append(_assistant(p))
-        elif isinstance(p, ToolResult):
-            turn.append({"role": "tool", "tool_call_id": p.call_id, "content": p.content})
-    return turns
-
-
-def _answered(turn: list[Message]) -> bool:
-    """Whether a turn that a later prompt follows without a checkpoint got an answer."""
-    return any(m["role"] == "assistant" for m in turn)
-
-
-def well_formed(messages: list[Message]) -> list[Message]:
-    """``messages`` with every assistant tool call answered exactly once, right after it."""
-    out: list[Message] = []
-    waiting: list[str] = []
-    for message in messages:
-        role = message["role"]
-        if role == "tool":
-            call_id = message.get("tool_call_id")
-            if call_id in waiting:
-                waiting.remove(call_id)
-                out.append(message)
-            continue
-        if waiting:
-            out.extend(_interrupted(call_id) for call_id in waiting)
-            waiting = []
-        out.append(message)
-        if role == "assistant":
-            waiting = [c["id"] for c in message.get("tool_calls") or ()]
-    out.extend(_interrupted(call_id) for call_id in waiting)
-    return out
-
-
-def _interrupted(call_id: str) -> Message:
-    return {"role": "tool", "tool_call_id": call_id, "content": INTERRUPTED}
-
-
-#: What the model is told for a tool call whose outcome the log does not have.
-INTERRUPTED = (
-    "interrupted: the run stopped before this call finished; it may or may not have taken "
-    "effect. Check before you repeat it."
-)
-
-
-def _unfinished(
-    events: list[Event], closed: list[Event]
-) -> tuple[list[Message], Unfinished] | None:
-    """The committed prefix of the turn after the last checkpoint, if the model answered in it.
-
-    A prompt the model never answered is not history: the resumed run sends its inbox
-    messages again in a turn of its own. ``closed`` are the history events before: the tool
-    calls of the turn's failed attempts among them count for the idempotency keys.
-    """
-    start = max((i for i, e in enumerate(events) if e.kind is EventKind.USER_MESSAGE), default=-1)
-    if start < 0:
-        return None
-    prompt = events[start].payload
-    assert isinstance(prompt, UserMessage)
-    messages: list[Message] = [{"role": "user", "content": prompt.text}]
-    answers: list[AssistantMessage] = []
-    answered: set[str] = set()
-    for event in events[start + 1 :]:
-        p = event.payload
-        if isinstance(p, AssistantMessage):
-            answers.append(p)
-            messages.append(_assistant(p))
-        elif isinstance(p, ToolResult):
-            answered.add(p.call_id)
-            messages.append({"role": "tool", "tool_call_id": p.call_id, "content": p.content})
-    if not answers:
-        return None
-    last = answers[-1]
-    open_calls = tuple(
-        ToolCall(c.call_id, c.name, c.arguments)
-        for c in last.tool_calls
-        if c.call_id not in answered
-    )
-    before = sum(len(a.tool_calls) for a in answers) - len(open_calls)
-    before += sum(
-        len(e.payload.tool_calls)
-        for e in closed
-        if isinstance(e.payload, AssistantMessage) and e.payload.turn == prompt.turn
-    )
-    # Only the last answer may be waiting for results (the resumed run gives them); what
-    # comes before it is made well formed like any closed turn.
-    i = max(n for n, m in enumerate(messages) if m["role"] == "assistant")
-    ids = {c.call_id for c in last.tool_calls}
-    results = [m for m in messages[i + 1 :] if m["tool_call_id"] in ids]
-    kept = [*well_formed(messages[:i]), messages[i], *_first_of_each(results)]
-    state = Unfinished(
-        turn=prompt.turn,
-        calls=open_calls,
-        first_index=before,
-        inbox_ids=prompt.inbox_ids,
-        complete=not last.tool_calls,
-        length=len(kept),
-    )
-    return kept, state
-
-
-def _first_of_each(results: list[Message]) -> list[Message]:
-    """Tool results with a duplicate answer to the same call left out."""
-    seen: set[str] = set()
-    kept = []
-    for m in results:
-        if m["tool_call_id"] not in seen:
-            seen.add(m["tool_call_id"])
-            kept.append(m)
-    return kept
-
-
-def _assistant(p: AssistantMessage) -> Message:
-    message: dict[str, Any] = {"role": "assistant", "content": answer_content(p.text, p.tool_calls)}
-    if p.tool_calls:
-        message["tool_calls"] = [
-            {
-                "id": c.call_id,
-                "type": "function",
-                "function": {"name": c.name, "arguments": c.arguments},
-            }
-            for c in p.tool_calls
-        ]
-    return message
 
 
 def _inbox(events: list[Event]) -> tuple[tuple[InboxMessage, ...], frozenset[str]]:

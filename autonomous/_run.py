@@ -30,11 +30,12 @@ from usage import Pricing
 
 from ._agent import Agent
 from ._control_requests import RunControls
-from ._conversation import Conversation, Window
+from ._conversation import Conversation
 from ._decide import status_for
 from ._durable import WATCH_KINDS, AdoptedLease, SessionKeeper
 from ._errors import BuildError, ConfigurationError
 from ._exit_tools import ControlTools
+from ._history import INTERRUPTED, Window
 from ._inbox import Inbox, Wake
 from ._logging import get_logger
 from ._loop import LoopDeps, run_loop
@@ -42,7 +43,7 @@ from ._models._litellm import LiteLLMModel
 from ._observer import Observer
 from ._options import RunOptions, budgets_of, with_budgets
 from ._progress import CheckpointWritten, RunExited
-from ._restore import INTERRUPTED, describe, load_history, restore, undelivered
+from ._restore import describe, restore, undelivered
 from ._result import AutonomousStatus, RunResult, StopReason
 from ._run_state import RunState
 from ._session_state import SessionState, session_state
@@ -180,7 +181,7 @@ class Run:
         if ref is not None:
             await self._watch_after(await self._resume(conv, agent))
         else:
-            conv.goal = self.state.goal
+            conv.history.goal = self.state.goal
             # A new session's inbox and control are read from its first event: whatever was
             # sent to it before this run took its lease is obeyed (a stop) or delivered.
             await self._watch_after(0)
@@ -226,8 +227,7 @@ class Run:
             inbox.add(message)
         if restored.paused:
             self.controls.paused = True
-        conv.goal = self.state.goal  # before the history: a cut window sends the goal
-        load_history(conv, restored)
+        conv.history = restored.history  # its goal is the state's: both read the checkpoint's
         self.log.info("run_resumed", **describe(restored))
         await self._close_complete_turn()
         return restored.last_seq

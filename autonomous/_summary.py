@@ -24,9 +24,10 @@ import attrs
 from eventlog import HistorySummary
 from usage import Pricing, Tracker, Usage
 
-from ._conversation import Conversation, DroppedBlock
+from ._conversation import Conversation
 from ._decide import call_would_pass, estimate_input_tokens, prompt_chars
 from ._errors import TurnTimeout
+from ._history import DroppedBlock
 from ._model import Message, Model, ModelResponse
 from ._models import LiteLLMModel, model_for, output_limit
 from ._observer import Observer
@@ -154,11 +155,12 @@ class Compactor:
 
     async def before_turn(self, conv: Conversation, turn: int) -> None:
         """Summarise the turns that starting ``turn`` cuts, if any are not summarised yet."""
-        block = conv.dropped_by(turn)
-        previous = conv.summary
+        history = conv.history
+        block = history.dropped_by(turn)
+        previous = history.summary
         if block is None or (previous is not None and block.last_turn <= previous.last_turn):
             return
-        request = summary_request(conv.goal, previous, block)
+        request = summary_request(history.goal, previous, block)
         tokens, most = self.summarizer.most_cost(request)
         cap = call_would_pass(self.opts, self.tally.totals, input_tokens=tokens, most_cost_usd=most)
         log = self.observer.log
@@ -173,8 +175,7 @@ class Compactor:
             log.warning("history_summary_failed", turn=turn, error=type(exc).__name__)
             return
         self._count(summary)
-        conv.record(summary)
-        conv.set_summary(summary)
+        conv.record(summary)  # sent after the goal from now on
         await conv.flush()  # durable now: a resume sends this summary, never writes another
         await self.observer.emit(
             HistorySummarized(

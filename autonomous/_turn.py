@@ -17,13 +17,13 @@ from ._conversation import Conversation
 from ._decide import Totals, call_budget, call_would_pass, estimate_input_tokens, prompt_chars
 from ._errors import ModelCallLimit, ModelError, ToolTimeoutError, TurnError
 from ._exit_tools import ControlTools
+from ._history import INTERRUPTED
 from ._model import Message, Model, ModelResponse, ToolCall
 from ._models import output_limit
 from ._models._litellm import LiteLLMModel
 from ._observer import Observer
 from ._options import RunOptions
 from ._progress import ModelCalled, ModelCalling, ToolCalled, ToolCalling
-from ._restore import INTERRUPTED
 from ._result import StopReason
 from ._tool_result import ToolInterrupted, ToolOutcome, format_error, render_result
 from ._tool_table import ToolTable

@@ -50,7 +50,7 @@ import structlog
 from resume_history import APP, CHECK, HISTORY_TURNS, USER, Built, build_session
 
 from autonomous import Agent, resume_autonomous, send_inject, start_autonomous
-from autonomous._conversation import Window
+from autonomous._history import Window
 from autonomous._options import RunOptions
 from autonomous._restore import restore
 from autonomous.testing import ScriptedModel, call, reply

@@ -25,8 +25,8 @@ from autonomous import (
     run_autonomous,
     start_autonomous,
 )
+from autonomous._history import INTERRUPTED
 from autonomous._judge import LLMJudge
-from autonomous._restore import INTERRUPTED
 from autonomous._supervisor import (
     AbortRun,
     PauseRun,

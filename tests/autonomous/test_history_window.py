@@ -26,7 +26,7 @@ from autonomous import (
     run_autonomous,
     start_autonomous,
 )
-from autonomous._conversation import window_start
+from autonomous._history import window_start
 from autonomous._models import LiteLLMModel
 from autonomous._options import make_options
 from autonomous.testing import FakeClock, ScriptedModel

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from autonomous import Agent, StopReason, run_autonomous
-from autonomous._conversation import Window
+from autonomous._history import Window
 from autonomous._restore import restore
 from autonomous.testing import ScriptedModel, reply
 from eventlog import Event, EventKind, MemoryEventLog, SessionRef
@@ -47,7 +47,7 @@ class TestSummaryLookBack:
         ref = await twelve_turns(log)
         log.looked_for.clear()
         restored = await restore(log, ref.key, window=Window(4, 1))
-        assert restored.first_turn > 1  # the window was cut: a summary could have applied
+        assert restored.history.first_turn > 1  # the window was cut: a summary could have applied
         assert (EventKind.HISTORY_SUMMARY,) not in log.looked_for
 
     async def test_a_summarising_window_reads_its_summary(self) -> None:
@@ -56,4 +56,4 @@ class TestSummaryLookBack:
         log.looked_for.clear()
         restored = await restore(log, ref.key, window=Window(4, 1, summarised=True))
         assert (EventKind.HISTORY_SUMMARY,) in log.looked_for
-        assert restored.summary is None  # none was written
+        assert restored.history.summary is None  # none was written

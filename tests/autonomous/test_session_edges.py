@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import attrs
 import pytest
 
 from autonomous import (
@@ -18,6 +19,7 @@ from autonomous import (
     run_autonomous,
     send_control,
     send_inject,
+    start_autonomous,
 )
 from autonomous.testing import ScriptedModel, call, done, reply
 from eventlog import (
@@ -27,11 +29,13 @@ from eventlog import (
     Event,
     EventKind,
     InboxDelivered,
+    InboxQueued,
     SessionRef,
     ToolCallRecord,
     ToolResult,
     UserMessage,
 )
+from permissions import Caller
 from scheduler import ExitOnDeferScheduler
 
 from .helpers import checkpoints, memory_session, payloads
@@ -80,6 +84,38 @@ class Done:
 def act() -> str:
     """Act on the world."""
     return "acted"
+
+
+class TestInjects:
+    async def test_the_handle_and_send_inject_write_the_same_event(self) -> None:
+        """One inject event, whoever sends it: the message, its originator, and an author
+        naming the channel and the caller's identity."""
+        ref = memory_session()
+        ana = Caller("ana", {"team": "ops"})
+        remote_id = await send_inject(ref.log, ref.key, "rotate the key", caller=ana)
+        model = ScriptedModel(default=reply("waiting"))
+        async with start_autonomous(agent_on(ref, model), "the goal", max_turns=2) as handle:
+            await handle.ready()
+            await handle.inject_as("rotate the key", ana)
+            await handle.stop()
+        events = await ref.log.read(ref.key, kinds=[EventKind.INBOX_QUEUED])
+        assert ["remote:ana", "handle:ana"] == [e.author for e in events]
+        remote_q, handle_q = (e.payload for e in events)
+        assert isinstance(handle_q, InboxQueued) and isinstance(remote_q, InboxQueued)
+        assert remote_id == remote_q.message_id != handle_q.message_id
+        assert attrs.evolve(handle_q, message_id="") == attrs.evolve(remote_q, message_id="")
+
+    async def test_a_blank_inject_is_refused_by_both(self) -> None:
+        """Neither the handle nor send_inject writes a blank message."""
+        ref = memory_session()
+        model = ScriptedModel(default=reply("waiting"))
+        async with start_autonomous(agent_on(ref, model), "the goal", max_turns=2) as handle:
+            with pytest.raises(ConfigurationError, match="non-blank"):
+                await handle.inject("  ")
+            await handle.stop()
+        with pytest.raises(ConfigurationError, match="non-blank"):
+            await send_inject(ref.log, ref.key, "\n")
+        assert [] == await ref.log.read(ref.key, kinds=[EventKind.INBOX_QUEUED])
 
 
 class TestFromTheFirstEvent:
