@@ -6,22 +6,24 @@ import json
 import math
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from typing import Any
 
 import attrs
 
 from eventlog import Checkpoint
 from scheduler import ScheduleEvent
+from usage import Usage
 
 from ._exit_tools import DoneSignal
 from ._options import RunOptions
 from ._result import RetryDecision, StopReason
 
 
-class Totals(NamedTuple):
-    """What a run has spent so far: turns, tokens, dollars and model calls (an immutable value;
-    a named tuple because it is rebuilt at every model call). ``cached_input_tokens`` is the
-    part of ``input_tokens`` the provider read from its prompt cache."""
+@attrs.frozen
+class Totals:
+    """What a run has spent so far: turns, tokens, dollars and model calls (a value that adds
+    up with ``+``). ``cached_input_tokens`` is the part of ``input_tokens`` the provider read
+    from its prompt cache."""
 
     turns: int = 0
     input_tokens: int = 0
@@ -29,6 +31,16 @@ class Totals(NamedTuple):
     cost_usd: float = 0.0
     model_calls: int = 0
     cached_input_tokens: int = 0
+
+    def __add__(self, other: Totals) -> Totals:
+        return Totals(
+            self.turns + other.turns,
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cost_usd + other.cost_usd,
+            self.model_calls + other.model_calls,
+            self.cached_input_tokens + other.cached_input_tokens,
+        )
 
     @classmethod
     def from_checkpoint(cls, cp: Checkpoint) -> Totals:
@@ -42,22 +54,28 @@ class Totals(NamedTuple):
             cp.cached_input_tokens,
         )
 
+    @classmethod
+    def of_call(cls, usage: Usage, cost_usd: float) -> Totals:
+        """What one model call with ``usage`` costing ``cost_usd`` spends."""
+        return cls(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cost_usd=cost_usd,
+            model_calls=1,
+            cached_input_tokens=usage.cached_input_tokens,
+        )
+
     def add_call(
         self, input_tokens: int, output_tokens: int, cost_usd: float, cached_input_tokens: int = 0
     ) -> Totals:
         """These totals plus one model call."""
-        return Totals(
-            self.turns,
-            self.input_tokens + input_tokens,
-            self.output_tokens + output_tokens,
-            self.cost_usd + cost_usd,
-            self.model_calls + 1,
-            self.cached_input_tokens + cached_input_tokens,
+        return self + Totals.of_call(
+            Usage(input_tokens, output_tokens, cached_input_tokens), cost_usd
         )
 
     def add_turn(self) -> Totals:
         """These totals plus one executed turn."""
-        return self._replace(turns=self.turns + 1)
+        return self + Totals(turns=1)
 
 
 def _spend_exceeded(opts: RunOptions, totals: Totals) -> StopReason | None:

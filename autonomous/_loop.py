@@ -14,7 +14,7 @@ from typing import Protocol
 import anyio
 import attrs
 
-from eventlog import EventLogError, InboxDelivered
+from eventlog import InboxDelivered
 from permissions import Caller
 from scheduler import Defer, ScheduleEvent, SleepScheduler
 from usage import Pricing
@@ -24,7 +24,6 @@ from ._callers import to_caller
 from ._control_requests import ControlAction, RunControls
 from ._conversation import Conversation
 from ._decide import Continue, Finish, Retry, Step, Wait, after_turn, clamp_wake, turn_budget
-from ._errors import TurnError, TurnTimeout
 from ._exit_tools import ControlTools
 from ._inbox import InboxMessage, inbox_block
 from ._observer import Observer
@@ -36,7 +35,7 @@ from ._run_state import Retrying, RunState
 from ._summary import Compactor
 from ._supervisor import AbortRun, PauseRun, Steer, consult, steer_message
 from ._tool_table import ToolTable
-from ._turn import BudgetReached, TurnRunner
+from ._turn import TurnOutcome, TurnRunner
 
 
 class Exit(Protocol):
@@ -82,7 +81,6 @@ class _Attempt:
     turn: int
     batch: tuple[InboxMessage, ...]
     base_prompt: str
-    calls_before: int
 
 
 async def run_loop(deps: LoopDeps, state: RunState, agent: Agent) -> RunResult:
@@ -222,7 +220,6 @@ async def _supervise(deps: LoopDeps, state: RunState, turn: int) -> RunResult | 
 
 
 async def _turn(deps: LoopDeps, state: RunState, runner: TurnRunner, turn: int) -> Step:
-    deps.exit_tools.reset()
     base_prompt = state.next_prompt
     inbox = deps.controls.inbox
     resumed, state.resumed_turn = state.resumed_turn, None
@@ -252,40 +249,21 @@ async def _turn(deps: LoopDeps, state: RunState, runner: TurnRunner, turn: int) 
     await deps.observer.turn_started(
         turn, state.failed_attempts + 1, inbox=len(batch), resumed=resumed is not None
     )
-    budget: StopReason | None = None
-    error: BaseException | None = None
-    calls_before = state.tally.totals.model_calls
-    try:
-        limit = deps.opts.per_turn_timeout
-        if not limit:  # no scope at all: it would cost more than a short turn
-            await runner.run(turn, caller)
-        else:
-            with deps.opts.clock.move_on_after(limit) as scope:
-                await runner.run(turn, caller)
-            if scope.cancelled_caught:
-                error = TurnTimeout(f"turn {turn} ran past per_turn_timeout={limit:g} s")
-    except BudgetReached as stop:
-        budget = stop.reason
-    except TurnError as exc:
-        error = exc
-    except EventLogError:
-        raise  # the log cannot record the run: not a turn error, the run fails
-    except Exception as exc:
-        error = exc
-    attempt = _Attempt(turn, batch, base_prompt, calls_before)
-    return await _settle(deps, state, attempt, budget, error)
+    outcome = await runner.run(turn, caller)
+    attempt = _Attempt(turn, batch, base_prompt)
+    return await _settle(deps, state, attempt, outcome)
 
 
 async def _settle(
     deps: LoopDeps,
     state: RunState,
     attempt: _Attempt,
-    budget: StopReason | None,
-    error: BaseException | None,
+    outcome: TurnOutcome,
 ) -> Step:
     """Decide what follows a turn, record it in the state, and checkpoint the turn unless
     the exit that follows writes the checkpoint."""
-    done, schedule = deps.exit_tools.done, deps.exit_tools.schedule
+    done, schedule = outcome.done, outcome.schedule
+    budget, error = outcome.cap, outcome.error
     failed = error is not None and done is None
     state.last_turn_failed = failed
     decision = None
@@ -323,7 +301,7 @@ async def _settle(
         state.next_prompt = attempt.base_prompt
     elif isinstance(step, Continue | Wait):
         state.next_prompt = step.prompt
-    await _report_finished(deps, state, attempt, error if failed else None)
+    await _report_finished(deps, attempt, outcome.spent.model_calls, error if failed else None)
     if isinstance(step, Finish) or (not failed and _exits_next(deps, state, step)):
         return step  # the exit's checkpoint, written next, closes this turn too
     wake = step.schedule.wake_at if isinstance(step, Wait) else None
@@ -353,9 +331,8 @@ def _failed(deps: LoopDeps, state: RunState, turn: int, error: BaseException) ->
 
 
 async def _report_finished(
-    deps: LoopDeps, state: RunState, attempt: _Attempt, error: BaseException | None
+    deps: LoopDeps, attempt: _Attempt, calls: int, error: BaseException | None
 ) -> None:
-    calls = state.tally.totals.model_calls - attempt.calls_before
     failure = None if error is None else type(error).__name__
     await deps.observer.turn_finished(attempt.turn, calls, failure)
 

@@ -62,7 +62,7 @@ class TestTotals:
     @given(totals())
     def test_a_turn_adds_one_turn_and_nothing_else(self, t: Totals) -> None:
         """add_turn changes turns only."""
-        assert t._replace(turns=t.turns + 1) == t.add_turn()
+        assert attrs.evolve(t, turns=t.turns + 1) == t.add_turn()
 
 
 class TestTurnBudget:
