@@ -44,7 +44,7 @@ from ._options import RunOptions, budgets_of, with_budgets
 from ._restore import INTERRUPTED, describe, load_history, restore, undelivered
 from ._result import AutonomousStatus, RunResult, StopReason
 from ._results import error_record
-from ._run_state import RunState
+from ._run_state import RunState, StateCell
 from ._session_state import SessionState, session_state
 from ._summary import compactor_for
 from ._telemetry import auto_telemetry
@@ -83,7 +83,7 @@ class Run:
         self.resume_ref = resume
         self.force = force
         self.adopted = lease  # a lease lent to the run: held, never taken nor dropped here
-        self.state = RunState.fresh(goal)
+        self.cell = StateCell(RunState.fresh(goal))
         self.observer = Observer.for_run(
             progress=opts.progress,
             supervised=opts.supervisor is not None,
@@ -179,7 +179,7 @@ class Run:
         if ref is not None:
             await self._watch_after(await self._resume(conv, agent))
         else:
-            conv.goal = self.state.goal
+            conv.goal = self.cell.state.goal
             # A new session's inbox and control are read from its first event: whatever was
             # sent to it before this run took its lease is obeyed (a stop) or delivered.
             await self._watch_after(0)
@@ -217,7 +217,7 @@ class Run:
         restored = await restore(conv.log, conv.key, window=conv.window, known=self._session)
         self._adopt_budgets(conv, agent, restored.budgets)
         prompt = self.opts.continuation_prompt
-        self.state = RunState.from_restored(restored, continuation_prompt=prompt)
+        self.cell.state = RunState.from_restored(restored, continuation_prompt=prompt)
         inbox = self.controls.inbox
         for message_id in restored.delivered:
             inbox.forget(message_id)
@@ -225,7 +225,7 @@ class Run:
             inbox.add(message)
         if restored.paused:
             self.controls.paused = True
-        conv.goal = self.state.goal  # before the history: a cut window sends the goal
+        conv.goal = self.cell.state.goal  # before the history: a cut window sends the goal
         load_history(conv, restored)
         self.log.info("run_resumed", **describe(restored))
         await self._close_complete_turn()
@@ -248,12 +248,12 @@ class Run:
         deps = await self._loop_deps(agent)
         keeper = self._keeper
         if keeper is None:
-            return await run_loop(deps, self.state, agent)
+            return await run_loop(deps, self.cell, agent)
         failure: BaseException | None = None
         async with anyio.create_task_group() as tg:
             keeper.start(tg)
             try:
-                result = await run_loop(deps, self.state, agent)
+                result = await run_loop(deps, self.cell, agent)
             except anyio.get_cancelled_exc_class():
                 # A stop, the caller's cancellation or a lost lease: the last writes go now,
                 # while the keeper's tasks end (a renewal in flight must not hold them up).
@@ -275,7 +275,7 @@ class Run:
     async def _loop_deps(self, agent: Agent) -> LoopDeps:
         assert self.conv is not None
         pricing = self._prices
-        self.state.unpriced = pricing.is_zero
+        self.cell.evolve(unpriced=pricing.is_zero)
         return LoopDeps(
             opts=self.opts,
             conv=self.conv,
@@ -288,7 +288,7 @@ class Run:
             checkpoint=self._checkpoint,
             exit=self._exit,
             tool_table=self._tools,
-            compactor=await compactor_for(self.opts, self.state.tally, self.observer),
+            compactor=await compactor_for(self.opts, self.cell.state.tally, self.observer),
         )
 
     async def _hold(self, ref: SessionRef) -> None:
@@ -337,17 +337,16 @@ class Run:
 
     async def _close_complete_turn(self) -> None:
         """Close a resumed turn whose last answer is in the log but not its checkpoint."""
-        unfinished = self.state.resumed_turn
+        unfinished = self.cell.state.resumed_turn
         if unfinished is None or not unfinished.complete:
             return
         assert self.conv is not None
-        self.state.resumed_turn = None
+        self.cell.evolve(resumed_turn=None, next_prompt=self.opts.continuation_prompt)
         inbox = self.controls.inbox
         batch = tuple(m for m in inbox.snapshot() if m.message_id in unfinished.inbox_ids)
         if batch:
             inbox.delivered(batch)
             self.conv.record(InboxDelivered(tuple(m.message_id for m in batch), unfinished.turn))
-        self.state.next_prompt = self.opts.continuation_prompt
         await self._checkpoint(None)
 
     async def _build(self) -> Agent:
@@ -513,7 +512,7 @@ class Run:
         assert self.conv is not None
         keeper = self._keeper
         checkpoint = self._checkpoint_of(stop_reason, next_wake_at=next_wake_at)
-        self.state.last_turn_failed = False
+        self.cell.evolve(last_turn_failed=False)
         self.conv.record(checkpoint)
         if last and keeper is not None:  # the lease goes with the run's last write
             await keeper.append_last(self.conv.take_pending(), stop_reason)
@@ -527,7 +526,7 @@ class Run:
     ) -> Checkpoint:
         """The checkpoint of the run as it stands."""
         keeper, controls = self._keeper, self.controls
-        checkpoint = self.state.to_checkpoint(
+        checkpoint = self.cell.state.to_checkpoint(
             stop_reason,
             next_wake_at=next_wake_at,
             inbox_from_seq=controls.inbox.oldest_seq(),
@@ -549,10 +548,11 @@ class Run:
     ) -> RunResult:
         if self.result is not None:
             return self.result
-        state = self.state
-        state.abort_reason = why or state.abort_reason
+        if why:
+            self.cell.evolve(abort_reason=why)
         if error is not None:  # the failure behind the exit goes into the final checkpoint
-            state.error = error_record(error)
+            self.cell.evolve(error=error_record(error))
+        state = self.cell.state
         lost = reason is StopReason.LEASE_LOST  # the session is no longer ours to read or write
         if not lost:
             with self._last_writes():  # what came since the last poll is reported, not dropped
@@ -586,12 +586,14 @@ class Run:
         # A call cut short (a stop during a tool) is answered in the log, so a resume sends a
         # conversation the provider accepts. A sleep's wake time is kept: a resume waits out
         # the rest of it.
-        self.conv.answer_open_calls(INTERRUPTED, self.state.tally.totals.turns)
+        self.conv.answer_open_calls(INTERRUPTED, self.cell.state.tally.totals.turns)
         missing = "TimeoutError"  # why it is missing, unless written
         try:
             if self._time_left():
                 with self._last_writes() as scope:
-                    await self._checkpoint(reason, next_wake_at=self.state.next_wake_at, last=True)
+                    await self._checkpoint(
+                        reason, next_wake_at=self.cell.state.next_wake_at, last=True
+                    )
                 if not scope.cancelled_caught:
                     return reason
         except LeaseLost:  # nothing of ours was written: the run ends as lease_lost

@@ -1,10 +1,13 @@
 """The run's state as one value: totals, goal, next prompt and wake, done signal, retries.
 
 It turns into a checkpoint and a result, and a checkpoint turns back into it (resume, and a
-session that finished already). A small mutable attrs class with one writer at a time: the run
-while it starts (resume) and ends (the exit's reason), the loop in between, and within a turn
-the turn runner, which adds each model call to its :class:`Tally`. Frozen and evolved, it would
-have to be handed back up through every layer of a turn at every model call.
+session that finished already). A frozen value, kept in one :class:`StateCell` per run and
+replaced whole: by :func:`~autonomous._decide.next_step` after each attempt, and by the few
+changes the loop and the run make around it (a resume, a wake, the exit's reason).
+
+The one part that changes inside a turn is the :class:`Tally`, the run's meter: each model
+call adds to it as it is made, so that a budget is checked between two calls of one turn and
+a run cut short mid-turn still reports what that turn spent.
 """
 
 from __future__ import annotations
@@ -16,27 +19,19 @@ import attrs
 
 from eventlog import Budgets, Checkpoint
 
-from ._decide import Totals
-from ._exit_tools import DoneSignal
+from ._decide import Retrying, Totals
 from ._restore import Restored, Unfinished
 from ._result import RunResult, StopReason
 from ._turn import Tally
 
-
-@attrs.frozen
-class Retrying:
-    """A turn whose attempt failed and goes on in a retry: its number, and the inbox messages
-    its prompt carries (delivered once an attempt of it succeeds)."""
-
-    turn: int
-    inbox_ids: tuple[str, ...]
+__all__ = ["Retrying", "RunState", "StateCell"]
 
 
-@attrs.define(eq=False)
+@attrs.frozen(eq=False)
 class RunState:
     """Where a run stands: what a checkpoint records of it, and what its result reports."""
 
-    #: Totals and the last answer's text, updated call by call by the turn runner.
+    #: The run's meter: totals and the last answer's text, updated call by call.
     tally: Tally
     #: The run's goal: the first prompt, pinned in the system message when turns are trimmed.
     goal: str
@@ -98,10 +93,8 @@ class RunState:
             state = cls(Tally(restored.totals), restored.goal, continuation_prompt)
         else:
             state = cls.from_checkpoint(cp, goal=restored.goal, totals=restored.totals)
-        if restored.woken:
-            state.next_wake_at = None
-        state.resumed_turn = restored.unfinished
-        return state
+        wake = None if restored.woken else state.next_wake_at
+        return attrs.evolve(state, next_wake_at=wake, resumed_turn=restored.unfinished)
 
     def to_checkpoint(
         self,
@@ -175,6 +168,14 @@ class RunState:
             undelivered=undelivered,
         )
 
-    def record_done(self, done: DoneSignal) -> None:
-        """Keep what the done tool reported."""
-        self.done_detail, self.outcome, self.outcome_result = done.detail, done.outcome, done.result
+
+@attrs.define(eq=False)
+class StateCell:
+    """The one place a run's state is kept; it is replaced whole, never changed in part."""
+
+    state: RunState
+
+    def evolve(self, **changes: Any) -> RunState:
+        """Replace the state with a copy that has ``changes``; the new state."""
+        self.state = attrs.evolve(self.state, **changes)
+        return self.state

@@ -15,7 +15,14 @@ from usage import Pricing, Tracker, max_output_tokens
 
 from ._callers import to_originator
 from ._conversation import Conversation
-from ._decide import Totals, call_budget, call_would_pass, estimate_input_tokens, prompt_chars
+from ._decide import (
+    Totals,
+    TurnOutcome,
+    call_budget,
+    call_would_pass,
+    estimate_input_tokens,
+    prompt_chars,
+)
 from ._errors import ModelCallLimit, ModelError, ToolTimeoutError, TurnError, TurnTimeout
 from ._exit_tools import ControlTools, DoneSignal
 from ._model import Message, Model, ModelResponse, ToolCall
@@ -32,24 +39,6 @@ from ._tools import (
     parse_arguments,
     tool_call_context,
 )
-
-
-@attrs.frozen
-class TurnOutcome:
-    """What one attempt of a turn did, as a value: the loop decides what follows from it.
-
-    ``text`` is the attempt's last answer text ("" if it gave none), ``spent`` what its model
-    calls spent, ``done`` and ``schedule`` the accepted calls of the run's own tools (the
-    last of each), ``error`` the failure that ended it, ``cap`` the budget that stopped it
-    between two model calls (no further call may start).
-    """
-
-    text: str = ""
-    spent: Totals = attrs.field(factory=Totals)
-    done: DoneSignal | None = None
-    schedule: ScheduleEvent | None = None
-    error: BaseException | None = attrs.field(default=None, eq=False)
-    cap: StopReason | None = None
 
 
 @attrs.define
