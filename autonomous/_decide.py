@@ -12,81 +12,44 @@ import json
 import math
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
-from eventlog import Checkpoint
 from scheduler import ScheduleEvent
-from usage import Usage
 
 from ._exit_tools import DoneSignal
 from ._inbox import InboxMessage, inbox_block
 from ._options import RunOptions
 from ._result import RetryDecision, StopReason
 from ._results import error_record
+from ._run_state import Retrying, RunState, Totals
 
-if TYPE_CHECKING:
-    from ._run_state import RunState
-
-
-@attrs.frozen
-class Totals:
-    """What a run has spent so far: turns, tokens, dollars and model calls (a value that adds
-    up with ``+``). ``cached_input_tokens`` is the part of ``input_tokens`` the provider read
-    from its prompt cache."""
-
-    turns: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float = 0.0
-    model_calls: int = 0
-    cached_input_tokens: int = 0
-
-    def __add__(self, other: Totals) -> Totals:
-        return Totals(
-            self.turns + other.turns,
-            self.input_tokens + other.input_tokens,
-            self.output_tokens + other.output_tokens,
-            self.cost_usd + other.cost_usd,
-            self.model_calls + other.model_calls,
-            self.cached_input_tokens + other.cached_input_tokens,
-        )
-
-    @classmethod
-    def from_checkpoint(cls, cp: Checkpoint) -> Totals:
-        """The totals ``cp`` recorded (an old checkpoint without cached tokens counts 0)."""
-        return cls(
-            cp.turns,
-            cp.input_tokens,
-            cp.output_tokens,
-            cp.cost_usd,
-            cp.model_calls,
-            cp.cached_input_tokens,
-        )
-
-    @classmethod
-    def of_call(cls, usage: Usage, cost_usd: float) -> Totals:
-        """What one model call with ``usage`` costing ``cost_usd`` spends."""
-        return cls(
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            cost_usd=cost_usd,
-            model_calls=1,
-            cached_input_tokens=usage.cached_input_tokens,
-        )
-
-    def add_call(
-        self, input_tokens: int, output_tokens: int, cost_usd: float, cached_input_tokens: int = 0
-    ) -> Totals:
-        """These totals plus one model call."""
-        return self + Totals.of_call(
-            Usage(input_tokens, output_tokens, cached_input_tokens), cost_usd
-        )
-
-    def add_turn(self) -> Totals:
-        """These totals plus one executed turn."""
-        return self + Totals(turns=1)
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "Attempt",
+    "Continue",
+    "Finish",
+    "Next",
+    "Retry",
+    "Retrying",
+    "Seen",
+    "Step",
+    "Totals",
+    "TurnOutcome",
+    "Wait",
+    "budget_before_turn",
+    "call_budget",
+    "call_would_pass",
+    "clamp_wake",
+    "ends_completed",
+    "estimate_input_tokens",
+    "late_messages_prompt",
+    "next_step",
+    "prompt_chars",
+    "turn_budget",
+    "turn_prompt",
+]
 
 
 def _spend_exceeded(opts: RunOptions, totals: Totals) -> StopReason | None:
@@ -212,15 +175,6 @@ class TurnOutcome:
     def failed(self) -> bool:
         """The attempt failed: an error, and no done signal (which wins over it)."""
         return self.error is not None and self.done is None
-
-
-@attrs.frozen
-class Retrying:
-    """A turn whose attempt failed and goes on in a retry: its number, and the inbox messages
-    its prompt carries (delivered once an attempt of it succeeds)."""
-
-    turn: int
-    inbox_ids: tuple[str, ...]
 
 
 @attrs.frozen
@@ -386,14 +340,3 @@ def clamp_wake(wake_at: datetime, now: datetime, max_defer: float) -> tuple[date
     if max_defer and (wake_at - now).total_seconds() > max_defer:
         return now + timedelta(seconds=max_defer), True
     return wake_at, False
-
-
-def status_for(reason: StopReason, stop_requested: bool) -> str:
-    """The handle status a finished run reports."""
-    if reason is StopReason.COMPLETED:
-        return "completed"
-    if reason is StopReason.DEFERRED:
-        return "deferred"
-    if reason is StopReason.CONTEXT_CANCELLED and stop_requested:
-        return "stopped"
-    return "failed"

@@ -31,7 +31,6 @@ from usage import Pricing
 from ._agent import Agent
 from ._control_requests import RunControls
 from ._conversation import Conversation, Window
-from ._decide import status_for
 from ._durable import WATCH_KINDS, AdoptedLease, SessionKeeper
 from ._errors import BuildError, ConfigurationError
 from ._exit_tools import ControlTools
@@ -41,10 +40,10 @@ from ._loop import LoopDeps, run_loop
 from ._models._litellm import LiteLLMModel
 from ._observer import Observer
 from ._options import RunOptions, budgets_of, with_budgets
-from ._restore import INTERRUPTED, describe, load_history, restore, undelivered
-from ._result import AutonomousStatus, RunResult, StopReason
+from ._restore import INTERRUPTED, Restored, describe, load_history, restore, undelivered
+from ._result import RunResult, StopReason
 from ._results import error_record
-from ._run_state import RunState, StateCell
+from ._run_state import RunState, StateCell, Tally
 from ._session_state import SessionState, session_state
 from ._summary import compactor_for
 from ._telemetry import auto_telemetry
@@ -89,7 +88,7 @@ class Run:
             supervised=opts.supervisor is not None,
             telemetry=opts.telemetry or auto_telemetry(),
         )
-        self.controls = RunControls(Inbox(), self.observer)
+        self.controls = RunControls(Inbox(), self.observer, self.cell)
         self.result: RunResult | None = None
         self.key: SessionKey | None = None
         self.conv: Conversation | None = None
@@ -141,8 +140,7 @@ class Run:
                 await self._exit(StopReason.CONTEXT_CANCELLED)
             raise
         except BaseException as exc:
-            controls.failure = exc
-            controls.status = AutonomousStatus.FAILED
+            controls.fail(exc)
             raise
         finally:
             if self._keeper is not None:
@@ -217,14 +215,16 @@ class Run:
         restored = await restore(conv.log, conv.key, window=conv.window, known=self._session)
         self._adopt_budgets(conv, agent, restored.budgets)
         prompt = self.opts.continuation_prompt
-        self.cell.state = RunState.from_restored(restored, continuation_prompt=prompt)
+        resumed = _resumed_state(restored, continuation_prompt=prompt)
+        # What the run's controllers asked before it got here (a stop, a pause) still holds.
+        self.cell.state = attrs.evolve(resumed, life=self.cell.state.life)
         inbox = self.controls.inbox
         for message_id in restored.delivered:
             inbox.forget(message_id)
         for message in restored.pending:
             inbox.add(message)
         if restored.paused:
-            self.controls.paused = True
+            self.controls.set_paused(True)
         conv.goal = self.cell.state.goal  # before the history: a cut window sends the goal
         load_history(conv, restored)
         self.log.info("run_resumed", **describe(restored))
@@ -308,13 +308,12 @@ class Run:
         and is not resumed with ``force``; None when the session is to run."""
         session = self._session = await session_state(ref.log, ref.key)
         if session.completed:
-            reason, status = StopReason.COMPLETED, AutonomousStatus.COMPLETED
+            reason = StopReason.COMPLETED
         elif session.stopped and not self.force:
-            reason, status = StopReason.CONTEXT_CANCELLED, AutonomousStatus.STOPPED
+            reason = StopReason.CONTEXT_CANCELLED
             self.log.info("resume_refused_stopped", session=str(ref.key))
         else:
             return None
-        self.controls.status = status
         self.key = ref.key
         cp = session.checkpoint
         waiting: tuple[str, ...] = ()
@@ -322,7 +321,8 @@ class Run:
             waiting = await undelivered(ref.log, ref.key, cp, session.checkpoint_seq)
         cp = cp or Checkpoint(0, 0, 0, 0.0, "")
         state = RunState.from_checkpoint(cp)
-        self._finish(state.to_result(reason, session_id=ref.session_id, undelivered=waiting))
+        result = state.to_result(reason, session_id=ref.session_id, undelivered=waiting)
+        self._finish(result, stopped=reason is StopReason.CONTEXT_CANCELLED)
         if reason is StopReason.CONTEXT_CANCELLED and not cp.stopped:
             # Make the stop part of the session's state, so a daemon no longer finds it due.
             stopped = attrs.evolve(cp, stop_reason=reason.value, stopped=True)
@@ -539,9 +539,9 @@ class Run:
             checkpoint = attrs.evolve(checkpoint, agent_version=self.opts.agent_version)
         return checkpoint
 
-    def _finish(self, result: RunResult) -> None:
+    def _finish(self, result: RunResult, *, stopped: bool = False) -> None:
         self.result = result
-        self.controls.ended = True
+        self.controls.finish(result.reason, stopped=stopped)
 
     async def _exit(
         self, reason: StopReason, error: BaseException | None = None, *, why: str = ""
@@ -573,7 +573,7 @@ class Run:
             reason = await self._final_checkpoint(reason)
         if pending:
             self.log.warning("inbox_undelivered", messages=len(pending))
-        self.controls.status = AutonomousStatus(status_for(reason, self.controls.stop_requested))
+        self.controls.finish(reason)  # lease_lost, when the store refused the last write
         await self.observer.run_exited(reason.value, state.tally.totals)
         assert self.result is not None
         return self.result
@@ -612,6 +612,18 @@ class Run:
             timeout=_FINAL_WRITE_TIMEOUT,
         )
         return reason
+
+
+def _resumed_state(restored: Restored, *, continuation_prompt: str) -> RunState:
+    """Where a resumed run starts: its checkpoint, any crashed turn after it, and the
+    control requests since (a wake ends the resume's wait)."""
+    cp = restored.checkpoint
+    if cp is None:
+        state = RunState(Tally(restored.totals), restored.goal, continuation_prompt)
+    else:
+        state = RunState.from_checkpoint(cp, goal=restored.goal, totals=restored.totals)
+    wake = None if restored.woken else state.next_wake_at
+    return attrs.evolve(state, next_wake_at=wake, resumed_turn=restored.unfinished)
 
 
 async def refuse_started(log: EventLog, key: SessionKey) -> None:

@@ -30,7 +30,7 @@ from ._errors import TurnTimeout
 from ._model import Message, Model, ModelResponse
 from ._observer import Observer
 from ._options import RunOptions
-from ._turn import Tally
+from ._run_state import Tally
 
 #: What the summary model is told to do.
 SUMMARY_INSTRUCTIONS = (

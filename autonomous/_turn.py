@@ -31,6 +31,7 @@ from ._options import RunOptions
 from ._restore import INTERRUPTED
 from ._result import StopReason
 from ._results import ToolInterrupted, ToolOutcome, format_error, render_result
+from ._run_state import Tally
 from ._tool_table import ToolTable
 from ._tools import (
     Tool,
@@ -65,20 +66,6 @@ class _Answer:
     content: str
     outcome: ToolOutcome
     fatal: TurnError | None = None
-
-
-@attrs.define
-class Tally:
-    """The run's running totals and last answer text, updated call by call, and what the
-    last call's prompt measured (its size in characters, its input tokens as the provider
-    counted them), from which the next call's input is estimated."""
-
-    totals: Totals
-    final_text: str = ""
-    last_prompt_chars: int = 0
-    last_input_tokens: int = 0
-    #: The most output tokens one call of the run produced (the output reserve of last resort).
-    most_output_tokens: int = 0
 
 
 @attrs.define

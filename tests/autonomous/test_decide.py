@@ -32,8 +32,7 @@ from autonomous._decide import (
 )
 from autonomous._exit_tools import DoneSignal
 from autonomous._options import RunOptions
-from autonomous._run_state import RunState
-from autonomous._turn import Tally
+from autonomous._run_state import RunState, Tally
 from scheduler import ScheduleEvent
 
 caps = st.integers(min_value=0, max_value=1000)
