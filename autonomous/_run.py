@@ -94,7 +94,19 @@ class Run:
         self.conv: Conversation | None = None
         self._keeper: SessionKeeper | None = None
         self._session: SessionState | None = None  # read once, under the lease, to resume
-        self._control: ControlTools | None = None
+        o = opts
+        #: The run's done and schedule tools (their options are not budgets: a resume's
+        #: budgets leave them as they are).
+        self.exit_tools = ControlTools(
+            done_name=o.done_tool_name,
+            schedule_name=o.schedule_tool_name if o.scheduler is not None else None,
+            outcomes=o.outcomes,
+            result_schema=o.result_schema,
+            schedule_max_defer=o.schedule_tool_max_defer,
+            clock=o.clock,
+            done_text=o.done_tool_description,
+            schedule_text=o.schedule_tool_description,
+        )
         self._final_written = False
         self._last_by: float | None = None  # when the last writes' time is up (run's clock)
         self._started = 0.0
@@ -280,7 +292,7 @@ class Run:
             opts=self.opts,
             conv=self.conv,
             controls=self.controls,
-            exit_tools=self.control_tools(),
+            exit_tools=self.exit_tools,
             observer=self.observer,
             pricing=pricing,
             elapsed=self.elapsed,
@@ -350,7 +362,7 @@ class Run:
         await self._checkpoint(None)
 
     async def _build(self) -> Agent:
-        extra = self.control_tools().tools()
+        extra = self.exit_tools.tools()
         try:
             if self.resume_ref is not None:
                 made = self.build(extra, self.resume_ref.session_id)
@@ -371,22 +383,6 @@ class Run:
                 f"session {ref.key}: build must adopt session_id"
             )
         return made
-
-    def control_tools(self) -> ControlTools:
-        """The run's done and schedule tools (built once)."""
-        if self._control is None:
-            o = self.opts
-            self._control = ControlTools(
-                done_name=o.done_tool_name,
-                schedule_name=o.schedule_tool_name if o.scheduler is not None else None,
-                outcomes=o.outcomes,
-                result_schema=o.result_schema,
-                schedule_max_defer=o.schedule_tool_max_defer,
-                clock=o.clock,
-                done_text=o.done_tool_description,
-                schedule_text=o.schedule_tool_description,
-            )
-        return self._control
 
     def _open(self, agent: Agent) -> Conversation:
         ref = agent.session or self.resume_ref

@@ -11,7 +11,7 @@ import attrs
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autonomous import RetryDecision, StopReason
+from autonomous import AutonomousStatus, RetryDecision, StopReason
 from autonomous._decide import (
     Attempt,
     Continue,
@@ -32,7 +32,7 @@ from autonomous._decide import (
 )
 from autonomous._exit_tools import DoneSignal
 from autonomous._options import RunOptions
-from autonomous._run_state import RunState, Tally
+from autonomous._run_state import Lifecycle, RunState, Tally, status_for
 from scheduler import ScheduleEvent
 
 caps = st.integers(min_value=0, max_value=1000)
@@ -316,3 +316,38 @@ class TestClampWake:
             assert (NOW + timedelta(seconds=cap), True) == (wake, clamped)
         else:
             assert (NOW + timedelta(seconds=ahead), False) == (wake, clamped)
+
+
+class TestLifecycle:
+    """The status a handle reports is derived from the run's lifecycle, never stored."""
+
+    def test_a_new_run_is_running(self) -> None:
+        """Nothing asked, nothing ended: running."""
+        assert AutonomousStatus.RUNNING == Lifecycle().status
+
+    def test_a_pause_takes_hold_once_the_loop_parks(self) -> None:
+        """Asking for a pause changes nothing until the loop parks (or sleeps) while paused;
+        the pause then holds until a resume, whether or not the loop is parked."""
+        asked = Lifecycle().changed(paused=True)
+        assert AutonomousStatus.RUNNING == asked.status
+        parked = asked.changed(parked=True)
+        assert AutonomousStatus.PAUSED == parked.status
+        assert AutonomousStatus.PAUSED == parked.changed(parked=False).status
+        assert AutonomousStatus.RUNNING == parked.changed(paused=False).status
+
+    def test_a_stop_is_stopped_until_the_end_says_otherwise(self) -> None:
+        """A stop reads stopped at once; the end's reason decides after it."""
+        stopping = Lifecycle().changed(paused=True, parked=True, stop_requested=True)
+        assert AutonomousStatus.STOPPED == stopping.status
+        cancelled = stopping.changed(ended=StopReason.CONTEXT_CANCELLED)
+        assert AutonomousStatus.STOPPED == cancelled.status
+        assert AutonomousStatus.COMPLETED == stopping.changed(ended=StopReason.COMPLETED).status
+
+    @given(st.sampled_from(StopReason), st.booleans(), st.booleans())
+    def test_the_end_and_a_failure_decide_the_status(
+        self, reason: StopReason, stopped: bool, paused: bool
+    ) -> None:
+        """An ended run reports its reason's status; a failed one reports failed, always."""
+        ended = Lifecycle(paused=paused, parked=paused, stop_requested=stopped, ended=reason)
+        assert AutonomousStatus(status_for(reason, stopped)) == ended.status
+        assert AutonomousStatus.FAILED == ended.changed(failure=RuntimeError()).status
