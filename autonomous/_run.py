@@ -59,6 +59,17 @@ _log = get_logger("autonomous")
 _AUTHOR = "autonomous"
 
 
+@attrs.frozen
+class Session:
+    """What a run works on once its agent is built, all of it at once: the conversation (its
+    log and key), the prices its calls count with, and its tools when MCP servers add to the
+    agent's own (None: the agent's)."""
+
+    conv: Conversation
+    pricing: Pricing
+    tools: ToolTable | None
+
+
 class Run:
     """One run of the loop, shared by the entry points and the handle.
 
@@ -91,7 +102,8 @@ class Run:
         self.controls = RunControls(Inbox(), self.observer, self.cell)
         self.result: RunResult | None = None
         self.key: SessionKey | None = None
-        self.conv: Conversation | None = None
+        #: The session the run works on, once its agent is built and its tools are open.
+        self.session: Session | None = None
         self._keeper: SessionKeeper | None = None
         self._session: SessionState | None = None  # read once, under the lease, to resume
         o = opts
@@ -111,10 +123,14 @@ class Run:
         self._last_by: float | None = None  # when the last writes' time is up (run's clock)
         self._started = 0.0
         self._resources = AsyncExitStack()
-        self._tools: ToolTable | None = None
-        self._prices = _NO_PRICING
         #: The budgets given to a resume explicitly: they change the session's recorded ones.
         self.budgets_given = budgets_given
+
+    @property
+    def _conv(self) -> Conversation:
+        """The session's conversation (only asked for once the session is open)."""
+        assert self.session is not None
+        return self.session.conv
 
     @property
     def log(self) -> FilteringBoundLogger:
@@ -173,21 +189,22 @@ class Run:
                 return None
         agent = await self._build()
         conv = self._open(agent)
-        self._prices = await self._pricing(agent)
+        pricing = await self._pricing(agent)
         if ref is None:
-            self._refuse_unpriced_cap(agent)
+            self._refuse_unpriced_cap(agent, pricing)
             if agent.session is not None:
                 await refuse_started(conv.log, conv.key)
-        self._tools = await open_tool_table(
+        tools = await open_tool_table(
             agent, self._resources, self.log, clock=self.opts.clock, time_left=self.wallclock_left
         )
+        self.session = session = Session(conv, pricing, tools)
         if self._keeper is None and conv.log.durable:
             key = conv.key
             await self._hold(SessionRef(conv.log, key.app, key.user, key.session_id))
         if self._keeper is not None:
             conv.lease = self._keeper.lease  # every append of the run is fenced by it
         if ref is not None:
-            await self._watch_after(await self._resume(conv, agent))
+            await self._watch_after(await self._resume(session, agent))
         else:
             conv.goal = self.cell.state.goal
             # A new session's inbox and control are read from its first event: whatever was
@@ -208,8 +225,8 @@ class Run:
                 await keeper.poll()
             return
         if seq == 0:  # no watch: one read of what was sent before the run
-            assert self.conv is not None
-            for event in await self.conv.log.read(self.conv.key, kinds=WATCH_KINDS):
+            conv = self._conv
+            for event in await conv.log.read(conv.key, kinds=WATCH_KINDS):
                 self.controls.apply_remote(event)
 
     async def _record_start(self) -> None:
@@ -217,15 +234,16 @@ class Run:
         first checkpoint (no turns yet, the goal as the next prompt), so that a run that dies
         in its first turn leaves a session that is listed, resumed with its goal and budgets,
         and never started again as new."""
-        assert self.conv is not None
-        self.conv.record(budgets_of(self.opts))
-        self.conv.record(self._checkpoint_of(None))
-        await self.conv.flush()
+        conv = self._conv
+        conv.record(budgets_of(self.opts))
+        conv.record(self._checkpoint_of(None))
+        await conv.flush()
 
-    async def _resume(self, conv: Conversation, agent: Agent) -> int:
+    async def _resume(self, session: Session, agent: Agent) -> int:
         """Put the run where its session's log left it; the last seq read."""
+        conv = session.conv
         restored = await restore(conv.log, conv.key, window=conv.window, known=self._session)
-        self._adopt_budgets(conv, agent, restored.budgets)
+        self._adopt_budgets(session, agent, restored.budgets)
         prompt = self.opts.continuation_prompt
         resumed = _resumed_state(restored, continuation_prompt=prompt)
         # What the run's controllers asked before it got here (a stop, a pause) still holds.
@@ -243,16 +261,16 @@ class Run:
         await self._close_complete_turn()
         return restored.last_seq
 
-    def _adopt_budgets(self, conv: Conversation, agent: Agent, recorded: Budgets | None) -> None:
+    def _adopt_budgets(self, session: Session, agent: Agent, recorded: Budgets | None) -> None:
         """Run under the session's recorded budgets, but for those given to this resume
         explicitly (a change, recorded in the log); a session from before budgets were
         recorded runs under the options' and has them recorded now."""
         given = {name: getattr(self.opts, name) for name in self.budgets_given}
         budgets = attrs.evolve(recorded, **given) if recorded is not None else budgets_of(self.opts)
         self.opts = with_budgets(self.opts, budgets)
-        self._refuse_unpriced_cap(agent)
+        self._refuse_unpriced_cap(agent, session.pricing)
         if budgets != recorded:  # in the run's next write, with what it changes
-            conv.record(budgets)
+            session.conv.record(budgets)
             self.log.info("budgets_recorded", **attrs.asdict(budgets))
 
     async def _drive(self, agent: Agent) -> RunResult:
@@ -285,12 +303,12 @@ class Run:
         return result
 
     async def _loop_deps(self, agent: Agent) -> LoopDeps:
-        assert self.conv is not None
-        pricing = self._prices
+        assert self.session is not None
+        pricing = self.session.pricing
         self.cell.evolve(unpriced=pricing.is_zero)
         return LoopDeps(
             opts=self.opts,
-            conv=self.conv,
+            conv=self.session.conv,
             controls=self.controls,
             exit_tools=self.exit_tools,
             observer=self.observer,
@@ -299,7 +317,7 @@ class Run:
             poll_inbox=self.poll_inbox,
             checkpoint=self._checkpoint,
             exit=self._exit,
-            tool_table=self._tools,
+            tool_table=self.session.tools,
             compactor=await compactor_for(self.opts, self.cell.state.tally, self.observer),
         )
 
@@ -352,13 +370,13 @@ class Run:
         unfinished = self.cell.state.resumed_turn
         if unfinished is None or not unfinished.complete:
             return
-        assert self.conv is not None
+        conv = self._conv
         self.cell.evolve(resumed_turn=None, next_prompt=self.opts.continuation_prompt)
         inbox = self.controls.inbox
         batch = tuple(m for m in inbox.snapshot() if m.message_id in unfinished.inbox_ids)
         if batch:
             inbox.delivered(batch)
-            self.conv.record(InboxDelivered(tuple(m.message_id for m in batch), unfinished.turn))
+            conv.record(InboxDelivered(tuple(m.message_id for m in batch), unfinished.turn))
         await self._checkpoint(None)
 
     async def _build(self) -> Agent:
@@ -391,12 +409,12 @@ class Run:
         self.key = key = ref.key
         summarised = self.opts.history_summary_model is not None
         window = Window(self.opts.history_turns, self.opts.history_keep, summarised)
-        self.conv = Conversation(ref.log, key, agent.system_prompt(), _AUTHOR, window=window)
-        self.controls.conv = self.conv
+        conv = Conversation(ref.log, key, agent.system_prompt(), _AUTHOR, window=window)
+        self.controls.conv = conv
         self.observer.bind(session=str(key), agent=agent.name)
         if self.opts.done_tool_name not in {t.name for t in agent.tools}:
             self.log.warning("done_tool_missing", tool=self.opts.done_tool_name)
-        return self.conv
+        return conv
 
     async def _pricing(self, agent: Agent) -> Pricing:
         """The run's prices: its ``pricing`` option, else litellm's for a litellm model, else
@@ -410,11 +428,11 @@ class Run:
                 pass
         return _NO_PRICING
 
-    def _refuse_unpriced_cap(self, agent: Agent) -> None:
+    def _refuse_unpriced_cap(self, agent: Agent, pricing: Pricing) -> None:
         """A dollar cap needs prices to count with: without them every call costs $0 and
         the cap could never stop the run."""
         cap = self.opts.max_cost_usd
-        if cap and self._prices.is_zero:
+        if cap and pricing.is_zero:
             raise ConfigurationError(
                 f"max_cost_usd={cap:g} could never stop this run: model {agent.model.name!r} "
                 "has no prices (none given, and litellm's price table does not list it); pass "
@@ -489,8 +507,8 @@ class Run:
     def lease_lost(self) -> None:
         """Another process took the session over: stop now and write nothing more."""
         self.log.warning("lease_lost")
-        if self.conv is not None:
-            self.conv.discard_pending()
+        if self.session is not None:
+            self.session.conv.discard_pending()
         if self.controls.scope is not None:
             self.controls.scope.cancel()
 
@@ -505,15 +523,14 @@ class Run:
     ) -> None:
         """Append a checkpoint; it closes the turn before it (unless it left it open for a
         retry), and records the failure behind it when the turn failed."""
-        assert self.conv is not None
-        keeper = self._keeper
+        conv, keeper = self._conv, self._keeper
         checkpoint = self._checkpoint_of(stop_reason, next_wake_at=next_wake_at)
         self.cell.evolve(last_turn_failed=False)
-        self.conv.record(checkpoint)
+        conv.record(checkpoint)
         if last and keeper is not None:  # the lease goes with the run's last write
-            await keeper.append_last(self.conv.take_pending(), stop_reason)
+            await keeper.append_last(conv.take_pending(), stop_reason)
         else:
-            await self.conv.flush()
+            await conv.flush()
         reason = stop_reason.value if stop_reason else None
         await self.observer.checkpoint_written(checkpoint.turns, reason)
 
@@ -565,7 +582,7 @@ class Run:
             )
         )
         self.observer.count_stop(reason.value)
-        if self.conv is not None and not self._final_written and not lost:
+        if self.session is not None and not self._final_written and not lost:
             reason = await self._final_checkpoint(reason)
         if pending:
             self.log.warning("inbox_undelivered", messages=len(pending))
@@ -577,12 +594,12 @@ class Run:
     async def _final_checkpoint(self, reason: StopReason) -> StopReason:
         """Write the last checkpoint (the lease goes with it); the reason the run ends with
         (``lease_lost`` when the store refused it)."""
-        assert self.conv is not None and self.result is not None
+        assert self.result is not None
         self._final_written = True
         # A call cut short (a stop during a tool) is answered in the log, so a resume sends a
         # conversation the provider accepts. A sleep's wake time is kept: a resume waits out
         # the rest of it.
-        self.conv.answer_open_calls(INTERRUPTED, self.cell.state.tally.totals.turns)
+        self._conv.answer_open_calls(INTERRUPTED, self.cell.state.tally.totals.turns)
         missing = "TimeoutError"  # why it is missing, unless written
         try:
             if self._time_left():
