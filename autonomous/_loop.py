@@ -1,7 +1,10 @@
 """The turn loop of a run: budgets, hooks, pause, inbox, one turn, what follows, the wait.
 
-Functions over the run's :class:`RunState`, handed the parts they talk to as one
-:class:`LoopDeps`; the run owns the exits and checkpoints and hands them in.
+Functions over the run's state (its :class:`StateCell`), handed the parts they talk to as one
+:class:`LoopDeps`; the run owns the exits and checkpoints and hands them in. The loop awaits and
+records: a turn's attempt returns a :class:`TurnOutcome`, and what follows it is decided by
+:func:`~autonomous._decide.next_step`, whose :class:`~autonomous._decide.Next` the loop carries
+out (the new state, the inbox delivered, the checkpoint).
 """
 
 from __future__ import annotations
@@ -68,7 +71,7 @@ class WriteCheckpoint(Protocol):
 
 @attrs.frozen
 class LoopDeps:
-    """What the loop talks to (its state is the :class:`RunState` handed beside it)."""
+    """What the loop talks to (its state is in the :class:`StateCell` handed beside it)."""
 
     opts: RunOptions
     conv: Conversation

@@ -74,7 +74,8 @@ class Run:
     """One run of the loop, shared by the entry points and the handle.
 
     It builds the agent, opens (or resumes) the session and holds its lease, then hands the
-    loop its :class:`RunState` and a :class:`LoopDeps`; the exits and checkpoints are its own.
+    loop the :class:`StateCell` that keeps its :class:`RunState` and a :class:`LoopDeps`; the
+    exits and checkpoints are its own.
     """
 
     def __init__(

@@ -1,9 +1,13 @@
-"""The run's state as one value: totals, goal, next prompt and wake, done signal, retries.
+"""The run's state as one value: totals, goal, next prompt and wake, done signal, retries, and
+its lifecycle (pause, stop, the end), from which the handle's status is derived.
 
 It turns into a checkpoint and a result, and a checkpoint turns back into it (resume, and a
 session that finished already). A frozen value, kept in one :class:`StateCell` per run and
-replaced whole: by :func:`~autonomous._decide.next_step` after each attempt, and by the few
-changes the loop and the run make around it (a resume, a wake, the exit's reason).
+replaced whole: by :func:`~autonomous._decide.next_step` after each attempt, by the few
+changes the loop and the run make around it (a resume, a wake, the exit's reason), and by
+the run's controls (pause, resume, stop, the end), which change its :class:`Lifecycle` in one
+method. No status is stored: :attr:`Lifecycle.status` computes it, as anyio's
+``TaskHandle.status`` does.
 
 The one part that changes inside a turn is the :class:`Tally`, the run's meter: each model
 call adds to it as it is made, so that a budget is checked between two calls of one turn and
