@@ -106,7 +106,7 @@ class Run:
         #: The session the run works on, once its agent is built and its tools are open.
         self.session: Session | None = None
         self._keeper: SessionKeeper | None = None
-        self._session: SessionState | None = None  # read once, under the lease, to resume
+        self._known: SessionState | None = None  # read once, under the lease, to resume
         o = opts
         #: The run's done and schedule tools (their options are not budgets: a resume's
         #: budgets leave them as they are).
@@ -243,7 +243,7 @@ class Run:
     async def _resume(self, session: Session, agent: Agent) -> int:
         """Put the run where its session's log left it; the last seq read."""
         conv = session.conv
-        restored = await restore(conv.log, conv.key, window=conv.window, known=self._session)
+        restored = await restore(conv.log, conv.key, window=conv.window, known=self._known)
         self._adopt_budgets(session, agent, restored.budgets)
         prompt = self.opts.continuation_prompt
         resumed = _resumed_state(restored, continuation_prompt=prompt)
@@ -337,7 +337,7 @@ class Run:
     async def _finished_already(self, ref: SessionRef) -> RunResult | None:
         """The stored result of a session that completed, or that was stopped on purpose
         and is not resumed with ``force``; None when the session is to run."""
-        session = self._session = await session_state(ref.log, ref.key)
+        session = self._known = await session_state(ref.log, ref.key)
         if session.completed:
             reason = StopReason.COMPLETED
         elif session.stopped and not self.force:

@@ -24,14 +24,18 @@ from autonomous._decide import (
     Totals,
     TurnOutcome,
     Wait,
+    budget_before_turn,
     call_budget,
     clamp_wake,
     late_messages_prompt,
     next_step,
     turn_budget,
+    turn_prompt,
 )
 from autonomous._exit_tools import DoneSignal
+from autonomous._inbox import InboxMessage
 from autonomous._options import RunOptions
+from autonomous._restore import Unfinished
 from autonomous._run_state import Lifecycle, RunState, Tally, status_for
 from scheduler import ScheduleEvent
 
@@ -351,3 +355,36 @@ class TestLifecycle:
         ended = Lifecycle(paused=paused, parked=paused, stop_requested=stopped, ended=reason)
         assert AutonomousStatus(status_for(reason, stopped)) == ended.status
         assert AutonomousStatus.FAILED == ended.changed(failure=RuntimeError()).status
+
+
+class TestBeforeTurn:
+    """What the loop decides before a turn: the budget that ends the run, the prompt."""
+
+    @given(options(), totals(), st.floats(0, 100))
+    def test_a_finishing_run_completes_on_any_budget(
+        self, opts: RunOptions, t: Totals, elapsed: float
+    ) -> None:
+        """A run whose done tool was called ends completed when no budget is left for the
+        turn that would deliver its late messages."""
+        spent = turn_budget(opts, t, elapsed)
+        expected = None if spent is None else StopReason.COMPLETED
+        assert expected == budget_before_turn(opts, state_of(t, finishing=True), elapsed)
+
+    def test_a_resumed_turn_counted_already_starts_none(self) -> None:
+        """A resumed, unfinished turn is counted in the totals: max_turns does not stop it."""
+        resumed = Unfinished(
+            turn=10, calls=(), first_index=0, inbox_ids=(), complete=False, length=1
+        )
+        state = state_of(Totals(turns=10), resumed_turn=resumed)
+        assert None is budget_before_turn(OPTS, state, 0.0)
+        assert StopReason.MAX_TURNS_EXCEEDED == budget_before_turn(
+            OPTS, state_of(Totals(turns=10)), 0.0
+        )
+
+    def test_the_prompt_is_steer_then_inbox_then_the_next_prompt(self) -> None:
+        """Supervisor guidance comes first, then the inbox block, then the next prompt."""
+        message = InboxMessage("m1", "hello", None, 1)
+        assert "base" == turn_prompt(state_of(), ())
+        assert "steer\n\n[Inbox]\n- hello\n\nbase" == turn_prompt(
+            state_of(steer="steer"), (message,)
+        )
