@@ -49,9 +49,9 @@ class RunControls:
 
     The handle calls the ``request_*`` methods and :meth:`inject`; the log watch calls
     :meth:`apply_remote`; the loop parks in :meth:`park` and marks its sleeps with
-    :meth:`set_idle`; the run sets :attr:`scope`, :attr:`conv` and the end. What they change
-    is the :class:`~autonomous._run_state.Lifecycle` part of the run's one state, each time
-    through :meth:`_change`; the status is derived from it, never stored.
+    :meth:`set_idle`; the run sets :attr:`scope`, :attr:`conv`, a lost lease and the end.
+    What they change is the :class:`~autonomous._run_state.Lifecycle` part of the run's one
+    state, each time through :meth:`_change`; the status is derived from it, never stored.
     """
 
     inbox: Inbox
@@ -170,6 +170,12 @@ class RunControls:
             self._change(stop_requested=True)
             if self.scope is not None:
                 self.scope.cancel()
+
+    def lose_lease(self) -> None:
+        """Another holder has the session now: stop the run, which ends ``lease_lost``."""
+        self._change(lease_lost=True)
+        if self.scope is not None:
+            self.scope.cancel()
 
     async def request_stop(self) -> None:
         """Cancel the run and return once it has unwound; idempotent."""

@@ -160,7 +160,7 @@ class Run:
                 except LeaseLost:  # an append the store refused: another holder has the session
                     self._fenced_out()
             if self.result is None:
-                lost = self._keeper is not None and self._keeper.lost
+                lost = controls.life.lease_lost
                 await self._exit(StopReason.LEASE_LOST if lost else StopReason.CONTEXT_CANCELLED)
             assert self.result is not None
             return self.result
@@ -289,7 +289,7 @@ class Run:
                 # A stop, the caller's cancellation or a lost lease: the last writes go now,
                 # while the keeper's tasks end (a renewal in flight must not hold them up).
                 tg.cancel_scope.cancel()
-                lost = keeper.lost
+                lost = self.controls.life.lease_lost
                 with anyio.CancelScope(shield=True):
                     await self._exit(
                         StopReason.LEASE_LOST if lost else StopReason.CONTEXT_CANCELLED
@@ -510,8 +510,7 @@ class Run:
         self.log.warning("lease_lost")
         if self.session is not None:
             self.session.conv.discard_pending()
-        if self.controls.scope is not None:
-            self.controls.scope.cancel()
+        self.controls.lose_lease()
 
     # ---- exits and checkpoints -------------------------------------------------------
 

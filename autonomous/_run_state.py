@@ -5,9 +5,9 @@ It turns into a checkpoint and a result, and a checkpoint turns back into it (re
 session that finished already). A frozen value, kept in one :class:`StateCell` per run and
 replaced whole: by :func:`~autonomous._decide.next_step` after each attempt, by the few
 changes the loop and the run make around it (a resume, a wake, the exit's reason), and by
-the run's controls (pause, resume, stop, the end), which change its :class:`Lifecycle` in one
-method. No status is stored: :attr:`Lifecycle.status` computes it, as anyio's
-``TaskHandle.status`` does.
+the run's controls (pause, resume, stop, a lost lease, the end), which change its
+:class:`Lifecycle` in one method. No status is stored: :attr:`Lifecycle.status` computes it,
+as anyio's ``TaskHandle.status`` does.
 
 The one part that changes inside a turn is the :class:`Tally`, the run's meter: each model
 call adds to it as it is made, so that a budget is checked between two calls of one turn and
@@ -161,6 +161,8 @@ class Lifecycle:
     #: The pause has taken hold: the loop parked, or slept, while paused (till a resume).
     held: bool = False
     stop_requested: bool = False
+    #: Another holder took the session over: the run stops and ends ``lease_lost``.
+    lease_lost: bool = False
     #: Why the run ended (None while it runs): control requests are refused from then on.
     ended: StopReason | None = None
     #: The run's own failure (a failing build).

@@ -347,6 +347,12 @@ class TestLifecycle:
         assert AutonomousStatus.STOPPED == cancelled.status
         assert AutonomousStatus.COMPLETED == stopping.changed(ended=StopReason.COMPLETED).status
 
+    def test_a_lost_lease_is_running_until_the_run_ends_failed(self) -> None:
+        """A lost lease stops the run; its end, lease_lost, reads failed."""
+        lost = Lifecycle().changed(lease_lost=True)
+        assert AutonomousStatus.RUNNING == lost.status
+        assert AutonomousStatus.FAILED == lost.changed(ended=StopReason.LEASE_LOST).status
+
     @given(st.sampled_from(StopReason), st.booleans(), st.booleans())
     def test_the_end_and_a_failure_decide_the_status(
         self, reason: StopReason, stopped: bool, paused: bool
