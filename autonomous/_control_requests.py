@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import attrs
@@ -21,13 +21,14 @@ from eventlog import (
 from ._errors import RunFinished
 from ._inbox import Inbox, InboxMessage, Wake, check_inject, inject_event
 from ._progress import Paused, Resumed
-from ._result import AutonomousStatus
+from ._result import AutonomousStatus, StopReason
 
 if TYPE_CHECKING:
     from scheduler import Clock
 
     from ._conversation import Conversation
     from ._observer import Observer
+    from ._run_state import Lifecycle, StateCell
 
 #: The author of events the in-process handle writes; the log watcher skips these.
 HANDLE_AUTHOR = "handle"
@@ -43,70 +44,75 @@ class ControlAction(enum.StrEnum):
 
 
 @attrs.define(eq=False)
-class Latch:
-    """A set-once flag; the event behind it is made by the first waiter (most latches of a
-    run are never waited for, and an idle event costs more than the rest of a small run)."""
-
-    _set: bool = attrs.field(default=False, init=False)
-    _event: anyio.Event | None = attrs.field(default=None, init=False)
-
-    def set(self) -> None:
-        """Set the flag and wake every waiter; idempotent (call it on the loop's thread)."""
-        self._set = True
-        if self._event is not None:
-            self._event.set()
-
-    def is_set(self) -> bool:
-        """True once set."""
-        return self._set
-
-    async def wait(self) -> None:
-        """Wait until the flag is set (a checkpoint when it already is)."""
-        if self._set:
-            await anyio.lowlevel.checkpoint()
-            return
-        if self._event is None:
-            self._event = anyio.Event()
-        await self._event.wait()
-
-
-@attrs.define(eq=False)
 class RunControls:
-    """Pause, resume, stop, inject and wake for one run, and the status they change.
+    """Pause, resume, stop, inject and wake for one run: the inputs from outside the loop.
 
     The handle calls the ``request_*`` methods and :meth:`inject`; the log watch calls
     :meth:`apply_remote`; the loop parks in :meth:`park` and marks its sleeps with
-    :meth:`set_idle`; the run sets :attr:`scope`, :attr:`conv` and the end.
+    :meth:`set_idle`; the run sets :attr:`scope`, :attr:`conv`, a lost lease and the end.
+    What they change is the :class:`~autonomous._run_state.Lifecycle` part of the run's one
+    state, each time through :meth:`_change`; the status is derived from it, never stored.
     """
 
     inbox: Inbox
     #: The run's observer: pauses and resumes are reported to it (and its bound logger).
     observer: Observer
-    status: AutonomousStatus = AutonomousStatus.RUNNING
-    stop_requested: bool = False
-    paused: bool = False
-    #: The loop is parked (paused, or asleep until a wake).
-    parked: bool = False
-    #: The run has its result: control requests are refused from now on.
-    ended: bool = False
-    #: The run's own failure (a failing build), raised by the handle's ready() and wait().
-    failure: BaseException | None = None
-    ready: Latch = attrs.field(factory=Latch)
-    done: Latch = attrs.field(factory=Latch)
+    #: The run's state, whose lifecycle part the controls change.
+    cell: StateCell
+    #: Set once the run is going (or failed to start).
+    ready: anyio.Event = attrs.field(factory=anyio.Event)
+    #: Set once the run has unwound.
+    done: anyio.Event = attrs.field(factory=anyio.Event)
     #: The run's cancel scope, once it runs.
     scope: anyio.CancelScope | None = None
     #: The wake signal, made when the run starts (it belongs to the run's event loop).
     wake: Wake | None = None
     #: The session's conversation, once the agent is built (injects go to its log).
     conv: Conversation | None = None
-    # Made on first use: an idle Event costs more memory than the rest of a small run.
-    _phase: anyio.Event | None = attrs.field(default=None, init=False)
-    _unpause: anyio.Event | None = attrs.field(default=None, init=False)
+    #: Set, and replaced, at every change of the lifecycle: what waiters for one wait on.
+    _changed: anyio.Event = attrs.field(factory=anyio.Event, init=False)
+
+    @property
+    def life(self) -> Lifecycle:
+        """The lifecycle part of the run's state."""
+        return self.cell.state.life
+
+    @property
+    def status(self) -> AutonomousStatus:
+        """The run's status, derived from its lifecycle."""
+        return self.life.status
+
+    @property
+    def paused(self) -> bool:
+        """A pause is asked for (the loop parks at its next turn boundary)."""
+        return self.life.paused
+
+    @property
+    def stop_requested(self) -> bool:
+        """A stop was asked for."""
+        return self.life.stop_requested
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The run's own failure (a failing build), raised by the handle's ready() and wait()."""
+        return self.life.failure
+
+    def _change(self, **changes: Any) -> None:
+        """The one place the lifecycle changes: the new value, then every waiter woken."""
+        self.cell.evolve(life=self.life.changed(**changes))
+        self._notify()
 
     def _notify(self) -> None:
-        event, self._phase = self._phase, None
-        if event is not None:
-            event.set()
+        changed, self._changed = self._changed, anyio.Event()
+        changed.set()
+
+    def finish(self, reason: StopReason, *, stopped: bool = False) -> None:
+        """The run ended for ``reason`` (``stopped``: on purpose); requests are refused now."""
+        self._change(ended=reason, stop_requested=self.stop_requested or stopped)
+
+    def fail(self, failure: BaseException) -> None:
+        """The run failed with ``failure`` (its handle raises it)."""
+        self._change(failure=failure)
 
     def end(self) -> None:
         """The run has unwound: wake everything that waits for it."""
@@ -116,29 +122,21 @@ class RunControls:
 
     def set_idle(self, idle: bool) -> None:
         """Mark the loop asleep (or awake again): a paused sleeping run reports ``paused``."""
-        self.parked = idle
-        if idle and self.paused:
-            self.status = AutonomousStatus.PAUSED
-        self._notify()
+        self._change(parked=idle)
 
     async def park(self, turn: int, clock: Clock, pause_max: float = 0.0) -> bool:
         """Park while paused; False when the pause outlived ``pause_max`` seconds on ``clock``
         (0 = no limit)."""
         if not self.paused:
             return True
-        self.parked = True
-        self.status = AutonomousStatus.PAUSED
-        self._notify()
+        self._change(parked=True)
         await self.observer.emit(Paused(turn))
         try:
             with clock.move_on_after(pause_max or None) as scope:
                 while self.paused:
-                    if self._unpause is None:
-                        self._unpause = anyio.Event()
-                    await self._unpause.wait()
+                    await self._changed.wait()
         finally:
-            self.parked = False
-            self._notify()
+            self._change(parked=False)
         if scope.cancelled_caught:
             self.observer.log.warning("pause_max_exceeded", turn=turn, pause_max=pause_max)
             return False
@@ -149,14 +147,7 @@ class RunControls:
         """Flip the pause request; True when it changed."""
         if self.paused == paused:
             return False
-        self.paused = paused
-        if paused:
-            self._unpause = None
-        else:
-            self.status = AutonomousStatus.RUNNING
-            if self._unpause is not None:
-                self._unpause.set()
-            self._notify()
+        self._change(paused=paused)
         return True
 
     async def request_pause(self, caller: Originator | None = None) -> None:
@@ -164,12 +155,8 @@ class RunControls:
         self._check_live("pause")
         if self.set_paused(True):
             await self.note(ControlAction.PAUSE, caller)
-        while not (self.parked or self.done.is_set() or not self.paused):
-            if self._phase is None:
-                self._phase = anyio.Event()
-            await self._phase.wait()
-        if self.parked and self.paused and not self.done.is_set():
-            self.status = AutonomousStatus.PAUSED
+        while not (self.life.parked or self.done.is_set() or not self.paused):
+            await self._changed.wait()
 
     async def request_resume(self, caller: Originator | None = None) -> None:
         """Let a paused loop go on; a no-op when not paused."""
@@ -180,10 +167,15 @@ class RunControls:
     def cancel(self) -> None:
         """Stop the run without waiting (safe from inside the run's own tasks)."""
         if not self.stop_requested and not self.done.is_set():
-            self.stop_requested = True
-            self.status = AutonomousStatus.STOPPED
+            self._change(stop_requested=True)
             if self.scope is not None:
                 self.scope.cancel()
+
+    def lose_lease(self) -> None:
+        """Another holder has the session now: stop the run, which ends ``lease_lost``."""
+        self._change(lease_lost=True)
+        if self.scope is not None:
+            self.scope.cancel()
 
     async def request_stop(self) -> None:
         """Cancel the run and return once it has unwound; idempotent."""
@@ -210,7 +202,7 @@ class RunControls:
         self.request_wake()
 
     def _check_live(self, what: str) -> None:
-        if self.done.is_set() or self.ended:
+        if self.done.is_set() or self.life.ended is not None:
             raise RunFinished(f"cannot {what}: the run has ended ({self.status})")
 
     async def note(

@@ -1,8 +1,7 @@
-"""The run's own tools: the done tool and the schedule tool, and the signals they leave."""
+"""The run's own tools: the done tool and the schedule tool; each call answers with its signal."""
 
 from __future__ import annotations
 
-import functools
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -104,36 +103,38 @@ _SCHEDULE_PARAMETERS: dict[str, Any] = {
 }
 
 
-# Tools are immutable and the same for every run with the same options: build each once.
-@functools.lru_cache(maxsize=64)
-def _done_tool(
-    name: str, text: str | None, outcomes: tuple[str, ...], schema: str, schedule: str | None
-) -> Tool:
-    return Tool(
-        name=name,
-        description=text or done_description(outcomes, schedule),
-        parameters=_done_parameters(outcomes, json.loads(schema) if schema else None),
-        fn=_never_called,
-    )
-
-
-@functools.lru_cache(maxsize=64)
-def _schedule_tool(name: str, text: str | None, max_defer: float, done_name: str) -> Tool:
-    return Tool(
-        name=name,
-        description=text or schedule_description(max_defer, done_name, name),
-        parameters=_SCHEDULE_PARAMETERS,
-        fn=_never_called,
-    )
-
-
 async def _never_called(**_: Any) -> str:  # pragma: no cover - the driver intercepts these tools
     return "rejected: this tool is handled by the runtime"
 
 
-@attrs.define
+#: What a call of the run's own tools signals to the loop: the run is done, or sleeps.
+Signal = DoneSignal | ScheduleEvent
+
+
+@attrs.frozen
+class ControlAnswer:
+    """The answer to a call of the run's own tools: the text the model reads, its outcome
+    (``OK`` or ``REJECTED``) and, when accepted, the signal it gives the loop."""
+
+    content: str
+    outcome: ToolOutcome
+    signal: Signal | None = None
+
+
+def _rejected(why: str) -> ControlAnswer:
+    # A rejection may quote the model's own keys, which JSON escapes can make surrogates.
+    return ControlAnswer(
+        cleaned(f"rejected: {why}", "tool_result", "control_answer"), ToolOutcome.REJECTED
+    )
+
+
+def _accepted(text: str, signal: Signal) -> ControlAnswer:
+    return ControlAnswer(f"acknowledged: {text}", ToolOutcome.OK, signal)
+
+
+@attrs.frozen
 class ControlTools:
-    """Builds the run's own tools and interprets their calls into per-turn signals."""
+    """Builds the run's own tools and answers their calls; holds nothing between calls."""
 
     done_name: str
     schedule_name: str | None
@@ -143,115 +144,115 @@ class ControlTools:
     clock: Clock
     done_text: str | None = None
     schedule_text: str | None = None
-    done: DoneSignal | None = None
-    schedule: ScheduleEvent | None = None
 
     def tools(self) -> list[Tool]:
         """The tools handed to ``build`` as ``extra_tools``."""
-        schema = json.dumps(self.result_schema, sort_keys=True) if self.result_schema else ""
-        done = _done_tool(self.done_name, self.done_text, self.outcomes, schema, self.schedule_name)
-        made = [done]
+        made = [
+            Tool(
+                name=self.done_name,
+                description=self.done_text or done_description(self.outcomes, self.schedule_name),
+                parameters=_done_parameters(self.outcomes, self.result_schema),
+                fn=_never_called,
+            )
+        ]
         if self.schedule_name is not None:
+            text = self.schedule_text or schedule_description(
+                self.schedule_max_defer, self.done_name, self.schedule_name
+            )
             made.append(
-                _schedule_tool(
-                    self.schedule_name, self.schedule_text, self.schedule_max_defer, self.done_name
+                Tool(
+                    name=self.schedule_name,
+                    description=text,
+                    parameters=_SCHEDULE_PARAMETERS,
+                    fn=_never_called,
                 )
             )
         return made
-
-    def reset(self) -> None:
-        """Forget the signals of the previous attempt."""
-        self.done = None
-        self.schedule = None
 
     def handles(self, name: str) -> bool:
         """True for the names of the run's own tools."""
         return name == self.done_name or (name is not None and name == self.schedule_name)
 
-    def call(self, name: str, raw: str, turn: int) -> tuple[str, ToolOutcome]:
-        """Run a control tool call: the answer (an acknowledgement or ``rejected: ...``) and
-        the outcome it stands for (``OK`` or ``REJECTED``)."""
+    def call(self, name: str, raw: str, turn: int) -> ControlAnswer:
+        """Answer a call of the run's own tools: an acknowledgement with its signal, or
+        ``rejected: ...`` without one."""
         try:
             args = json.loads(raw) if raw.strip() else {}
         except RecursionError:
-            answer = "rejected: arguments are nested too deeply (past the JSON parser's limit)"
+            return _rejected("arguments are nested too deeply (past the JSON parser's limit)")
         except ValueError:
-            answer = "rejected: arguments are not valid JSON"
-        else:
-            if not isinstance(args, dict):
-                answer = "rejected: arguments must be a JSON object"
-            elif name == self.done_name:
-                answer = self._done(args)
-            else:
-                answer = self._schedule(args, turn)
-        acknowledged = answer.startswith("acknowledged")
-        # A rejection may quote the model's own keys, which JSON escapes can make surrogates.
-        answer = cleaned(answer, "tool_result", "control_answer")
-        return answer, ToolOutcome.OK if acknowledged else ToolOutcome.REJECTED
+            return _rejected("arguments are not valid JSON")
+        if not isinstance(args, dict):
+            return _rejected("arguments must be a JSON object")
+        if name == self.done_name:
+            return self._done(args)
+        return self._schedule(args, turn)
 
-    def _done(self, args: dict[str, Any]) -> str:
+    def _done(self, args: dict[str, Any]) -> ControlAnswer:
         unknown = sorted(set(args) - {"state", "detail", "outcome", "result"})
         if unknown:
-            return f"rejected: unknown argument(s) {', '.join(unknown)}"
+            return _rejected(f"unknown argument(s) {', '.join(unknown)}")
         if args.get("state") != "done":
-            return 'rejected: state must be "done"; call this tool only when the goal is achieved'
+            return _rejected('state must be "done"; call this tool only when the goal is achieved')
         detail = args.get("detail", "")
         if not isinstance(detail, str):
-            return "rejected: detail must be a string"
+            return _rejected("detail must be a string")
         outcome = args.get("outcome")
         result = args.get("result")
         if self.outcomes:
             if outcome not in self.outcomes:
-                return (
-                    f"rejected: outcome must be one of {', '.join(self.outcomes)}; got {outcome!r}"
+                return _rejected(
+                    f"outcome must be one of {', '.join(self.outcomes)}; got {outcome!r}"
                 )
             problem = _check_type(result, self.result_schema)
             if problem:
-                return f"rejected: result {problem}"
+                return _rejected(f"result {problem}")
         elif outcome is not None or result is not None:
-            return "rejected: this run declares no outcome set; pass only state and detail"
-        self.done = DoneSignal(detail=detail, outcome=outcome, result=result)
-        return (
-            "acknowledged: the run ends after this turn. Reply with a short final summary and "
-            "call no more tools."
+            return _rejected("this run declares no outcome set; pass only state and detail")
+        return _accepted(
+            "the run ends after this turn. Reply with a short final summary and call no more "
+            "tools.",
+            DoneSignal(detail=detail, outcome=outcome, result=result),
         )
 
-    def _schedule(self, args: dict[str, Any], turn: int) -> str:
+    def _schedule(self, args: dict[str, Any], turn: int) -> ControlAnswer:
         unknown = sorted(set(args) - {"wake_at", "wake_in_sec", "next_prompt", "detail"})
         if unknown:
-            return f"rejected: unknown argument(s) {', '.join(unknown)}"
+            return _rejected(f"unknown argument(s) {', '.join(unknown)}")
         has_at, has_in = args.get("wake_at") is not None, args.get("wake_in_sec") is not None
         if has_at == has_in:
-            return "rejected: give exactly one of wake_at or wake_in_sec"
+            return _rejected("give exactly one of wake_at or wake_in_sec")
         now = self.clock.now()
         late = ""
         if has_in:
             secs = args["wake_in_sec"]
             if isinstance(secs, bool) or not isinstance(secs, int | float) or secs != int(secs):
-                return "rejected: wake_in_sec must be a whole number of seconds"
+                return _rejected("wake_in_sec must be a whole number of seconds")
             if secs <= 0:
-                return "rejected: wake_in_sec must be positive"
+                return _rejected("wake_in_sec must be positive")
             wake_at = now + timedelta(seconds=int(secs))
         else:
             wake = _parse_rfc3339(args["wake_at"])
             if wake is None:
-                return "rejected: wake_at must be an RFC 3339 time with a timezone"
+                return _rejected("wake_at must be an RFC 3339 time with a timezone")
             if wake <= now:  # as in Go: wake at once, and tell the model what time it is
                 late = f"wake_at {_rfc3339(wake)} is in the past; waking now"
             wake_at = max(wake, now)
         delay = (wake_at - now).total_seconds()
         if self.schedule_max_defer and delay > self.schedule_max_defer:
-            return (
-                f"rejected: the wake is {int(delay)} s ahead, past the maximum of "
+            return _rejected(
+                f"the wake is {int(delay)} s ahead, past the maximum of "
                 f"{int(self.schedule_max_defer)} s; choose an earlier time"
             )
         prompt, detail = args.get("next_prompt", ""), args.get("detail", "")
         if not isinstance(prompt, str) or not isinstance(detail, str):
-            return "rejected: next_prompt and detail must be strings"
-        self.schedule = ScheduleEvent(wake_at=wake_at, next_prompt=prompt, detail=detail, turn=turn)
+            return _rejected("next_prompt and detail must be strings")
         # The current time goes in every answer: models get clocks wrong.
         when = late or f"next turn at {_rfc3339(wake_at)} (in {int(delay)} s)"
-        return f"acknowledged: {when} (current time {_rfc3339(now)}); end this turn now"
+        return _accepted(
+            f"{when} (current time {_rfc3339(now)}); end this turn now",
+            ScheduleEvent(wake_at=wake_at, next_prompt=prompt, detail=detail, turn=turn),
+        )
 
 
 def _rfc3339(moment: datetime) -> str:

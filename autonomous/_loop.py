@@ -1,7 +1,10 @@
 """The turn loop of a run: budgets, hooks, pause, inbox, one turn, what follows, the wait.
 
-Functions over the run's :class:`RunState`, handed the parts they talk to as one
-:class:`LoopDeps`; the run owns the exits and checkpoints and hands them in.
+Functions over the run's state (its :class:`StateCell`), handed the parts they talk to as one
+:class:`LoopDeps`; the run owns the exits and checkpoints and hands them in. The loop awaits and
+records: a turn's attempt returns a :class:`TurnOutcome`, and what follows it is decided by
+:func:`~autonomous._decide.next_step`, whose :class:`~autonomous._decide.Next` the loop carries
+out (the new state, the inbox delivered, the checkpoint).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Protocol
 import anyio
 import attrs
 
-from eventlog import EventLogError, InboxDelivered
+from eventlog import InboxDelivered
 from permissions import Caller
 from scheduler import Defer, ScheduleEvent, SleepScheduler
 from usage import Pricing
@@ -23,21 +26,32 @@ from ._agent import Agent
 from ._callers import to_caller
 from ._control_requests import ControlAction, RunControls
 from ._conversation import Conversation
-from ._decide import Continue, Finish, Retry, Step, Wait, after_turn, clamp_wake, turn_budget
-from ._errors import TurnError, TurnTimeout
+from ._decide import (
+    Attempt,
+    Finish,
+    Retry,
+    Seen,
+    Step,
+    Totals,
+    TurnOutcome,
+    Wait,
+    budget_before_turn,
+    ends_completed,
+    next_step,
+    turn_prompt,
+)
 from ._exit_tools import ControlTools
 from ._history import INTERRUPTED
-from ._inbox import InboxMessage, inbox_block
+from ._inbox import InboxMessage
 from ._observer import Observer
 from ._options import RunOptions
 from ._progress import Sleeping, TurnFinished, TurnStarted, Woke
 from ._result import RetryDecision, RunResult, StopReason
-from ._run_state import Retrying, RunState
+from ._run_state import RunState, StateCell
 from ._summary import Compactor
 from ._supervisor import AbortRun, PauseRun, Steer, consult, steer_message
-from ._tool_result import error_record
 from ._tool_table import ToolTable
-from ._turn import BudgetReached, TurnRunner
+from ._turn import TurnRunner
 
 
 class Exit(Protocol):
@@ -58,7 +72,7 @@ class WriteCheckpoint(Protocol):
 
 @attrs.frozen
 class LoopDeps:
-    """What the loop talks to (its state is the :class:`RunState` handed beside it)."""
+    """What the loop talks to (its state is in the :class:`StateCell` handed beside it)."""
 
     opts: RunOptions
     conv: Conversation
@@ -78,48 +92,41 @@ class LoopDeps:
     compactor: Compactor | None = None
 
 
-@attrs.frozen
-class _Attempt:
-    turn: int
-    batch: tuple[InboxMessage, ...]
-    base_prompt: str
-    calls_before: int
-
-
-async def run_loop(deps: LoopDeps, state: RunState, agent: Agent) -> RunResult:
+async def run_loop(deps: LoopDeps, cell: StateCell, agent: Agent) -> RunResult:
     """Wait out a resumed session's sleep, then run turns until an exit; the result."""
-    if state.next_wake_at is not None:  # a resumed, deferred session: wait for its time
-        await _wait_resumed(deps, state, state.next_wake_at)
-    runner = _runner(deps, state, agent)
+    if cell.state.next_wake_at is not None:  # a resumed, deferred session: wait for its time
+        await _wait_resumed(deps, cell, cell.state.next_wake_at)
+    runner = _runner(deps, cell.state, agent)
     deps.observer.run_started(deps.opts.max_turns)
     while True:
-        reason = _budget(deps, state)
+        reason = budget_before_turn(deps.opts, cell.state, deps.elapsed())
         if reason is not None:
             return await deps.exit(reason)
         await anyio.lowlevel.checkpoint()
-        turn = _next_turn(state)
-        aborted = await _supervise(deps, state, turn)
+        turn = _next_turn(cell.state)
+        aborted = await _supervise(deps, cell, turn)
         if aborted is not None:
             return aborted
         hook_error = await _before_turn(deps, turn)
         if hook_error is not None:
             return await deps.exit(StopReason.RETRY_POLICY_ABORTED, hook_error)
-        if deps.controls.paused and state.resumed_turn is None:
+        if deps.controls.paused and cell.state.resumed_turn is None:
             await deps.checkpoint(None)  # says paused, to readers of the log
         if not await deps.controls.park(turn, deps.opts.clock, deps.opts.pause_max):
             why = f"paused longer than pause_max={deps.opts.pause_max:g} s"
             return await deps.exit(StopReason.ABORTED, why=why)
-        reason = _budget(deps, state)  # time passed while parked: a cap may have been reached
+        # Time passed while parked: a cap may have been reached.
+        reason = budget_before_turn(deps.opts, cell.state, deps.elapsed())
         if reason is not None:
             return await deps.exit(reason)
         with deps.observer.turn_span(turn):
-            step = await _turn(deps, state, runner, turn)
+            step = await _turn(deps, cell, runner, turn)
         if isinstance(step, Finish):
             return await deps.exit(step.reason, step.error)
         if isinstance(step, Retry) and step.delay:
             await _back_off(deps, step.delay)
         if isinstance(step, Wait):
-            finished = await _wait(deps, state, step)
+            finished = await _wait(deps, cell, step)
             if finished is not None:
                 return finished
 
@@ -143,37 +150,22 @@ def _runner(deps: LoopDeps, state: RunState, agent: Agent) -> TurnRunner:
     )
 
 
-async def _wait_resumed(deps: LoopDeps, state: RunState, wake_at: datetime) -> None:
+async def _wait_resumed(deps: LoopDeps, cell: StateCell, wake_at: datetime) -> None:
     """Sleep until ``wake_at``; an inject or a wake request ends it early.
 
     The same wait as :class:`scheduler.SleepScheduler`'s, so a resumed deferred session and a
     sleeping one wake by the same rules.
     """
     assert deps.controls.wake is not None
-    await deps.observer.emit(Sleeping(state.tally.totals.turns, wake_at))
+    turns = cell.state.tally.totals.turns
+    await deps.observer.emit(Sleeping(turns, wake_at))
     deps.controls.set_idle(True)
     try:
         await SleepScheduler(clock=deps.opts.clock).wait(ScheduleEvent(wake_at), deps.controls.wake)
     finally:
         deps.controls.set_idle(False)
-    state.next_wake_at = None
-    await deps.observer.emit(Woke(state.tally.totals.turns))
-
-
-def _budget(deps: LoopDeps, state: RunState) -> StopReason | None:
-    """The budget that ends the run before the next turn; a run whose done tool was called
-    ends ``completed`` when no budget is left for the turn that delivers its inbox."""
-    totals = state.tally.totals
-    reason = turn_budget(deps.opts, totals, deps.elapsed())
-    if reason is not None and state.finishing:
-        return StopReason.COMPLETED
-    if (
-        reason is StopReason.MAX_TURNS_EXCEEDED
-        and state.resumed_turn is not None
-        and totals.turns == deps.opts.max_turns
-    ):
-        return None  # the unfinished turn is counted already: going on with it starts none
-    return reason
+    cell.evolve(next_wake_at=None)
+    await deps.observer.emit(Woke(turns))
 
 
 def _next_turn(state: RunState) -> int:
@@ -198,18 +190,19 @@ async def _before_turn(deps: LoopDeps, turn: int) -> BaseException | None:
     return None
 
 
-async def _supervise(deps: LoopDeps, state: RunState, turn: int) -> RunResult | None:
+async def _supervise(deps: LoopDeps, cell: StateCell, turn: int) -> RunResult | None:
     """Consult the supervisor at the turn boundary; an abort ends the run here."""
     opts, recent = deps.opts, deps.observer.recent
     if opts.supervisor is None or recent is None:
         return None
-    snapshot = recent.snapshot(turn, caps=opts, spent=state.tally.totals, elapsed=deps.elapsed())
+    spent = cell.state.tally.totals
+    snapshot = recent.snapshot(turn, caps=opts, spent=spent, elapsed=deps.elapsed())
     decision = await consult(
         opts.supervisor, snapshot, timeout=opts.supervisor_timeout, clock=opts.clock
     )
     if isinstance(decision, Steer):
         deps.observer.log.info("supervisor_steer", turn=turn)
-        state.steer = steer_message(decision.message)
+        cell.evolve(steer=steer_message(decision.message))
     elif isinstance(decision, PauseRun):
         deps.observer.log.info("supervisor_pause", turn=turn, reason=decision.reason)
         if deps.controls.set_paused(True):
@@ -222,12 +215,12 @@ async def _supervise(deps: LoopDeps, state: RunState, turn: int) -> RunResult | 
     return None
 
 
-async def _turn(deps: LoopDeps, state: RunState, runner: TurnRunner, turn: int) -> Step:
-    deps.exit_tools.reset()
-    base_prompt = state.next_prompt
+async def _turn(deps: LoopDeps, cell: StateCell, runner: TurnRunner, turn: int) -> Step:
+    """Run one attempt of ``turn``, then do what :func:`next_step` decides follows it."""
+    state = cell.state
     inbox = deps.controls.inbox
-    resumed, state.resumed_turn = state.resumed_turn, None
-    retrying, state.retrying = state.retrying, None
+    resumed, retrying = state.resumed_turn, state.retrying
+    cell.evolve(resumed_turn=None, retrying=None)
     if resumed is not None:  # its prompt and answers are in the conversation already
         batch = tuple(m for m in inbox.snapshot() if m.message_id in resumed.inbox_ids)
         runner.resume_with(turn, resumed.calls, resumed.first_index)
@@ -236,171 +229,75 @@ async def _turn(deps: LoopDeps, state: RunState, runner: TurnRunner, turn: int) 
         # model goes on from what it did (its tool calls ran), as after a crash. An attempt
         # spends a turn of the budget all the same.
         batch = tuple(m for m in inbox.snapshot() if m.message_id in retrying.inbox_ids)
-        state.tally.totals = state.tally.totals.add_turn()
+        state.tally.totals += Totals(turns=1)
     else:
         batch = inbox.snapshot()
-        prompt = inbox_block(batch, base_prompt)
         if deps.compactor is not None:
             await deps.compactor.before_turn(deps.conv, turn)
-        prompt = f"{state.steer}\n\n{prompt}" if state.steer else prompt
+        prompt = turn_prompt(state, batch)
         # A turn whose first call would pass a cap does not start: its inbox stays undelivered.
         refused = runner.refused_call({"role": "user", "content": prompt})
         if refused is not None:
             return Finish(StopReason.COMPLETED if state.finishing else refused)
-        state.tally.totals = state.tally.totals.add_turn()
+        state.tally.totals += Totals(turns=1)
         deps.conv.begin_turn(prompt, turn, tuple(m.message_id for m in batch))
-    caller = _turn_caller(batch)
     await deps.observer.emit(
         TurnStarted(turn, state.failed_attempts + 1), inbox=len(batch), resumed=resumed is not None
     )
-    budget: StopReason | None = None
-    error: BaseException | None = None
-    calls_before = state.tally.totals.model_calls
-    try:
-        limit = deps.opts.per_turn_timeout
-        if not limit:  # no scope at all: it would cost more than a short turn
-            await runner.run(turn, caller)
-        else:
-            with deps.opts.clock.move_on_after(limit) as scope:
-                await runner.run(turn, caller)
-            if scope.cancelled_caught:
-                error = TurnTimeout(f"turn {turn} ran past per_turn_timeout={limit:g} s")
-    except BudgetReached as stop:
-        budget = stop.reason
-    except TurnError as exc:
-        error = exc
-    except EventLogError:
-        raise  # the log cannot record the run: not a turn error, the run fails
-    except Exception as exc:
-        error = exc
-    attempt = _Attempt(turn, batch, base_prompt, calls_before)
-    return await _settle(deps, state, attempt, budget, error)
+    outcome = await runner.run(turn, _turn_caller(batch))
+    attempt = Attempt(turn, tuple(m.message_id for m in batch), state.next_prompt)
+    seen = await _look_around(deps, cell.state, outcome, attempt)
+    after = next_step(cell.state, outcome, attempt, seen, deps.opts)
+    cell.state = after.state
+    if after.clamped_from is not None:
+        assert isinstance(after.step, Wait)
+        requested, wake_at = after.clamped_from, after.step.schedule.wake_at
+        deps.observer.log.warning(
+            "wake_clamped", requested=requested.isoformat(), wake_at=wake_at.isoformat()
+        )
+    if after.deliver:
+        deps.controls.inbox.delivered(batch)
+        deps.conv.record(InboxDelivered(attempt.inbox_ids, turn))
+    failure = type(outcome.error).__name__ if outcome.failed else None
+    await deps.observer.emit(TurnFinished(turn, outcome.spent.model_calls, failure))
+    if after.checkpoint:
+        wake = after.step.schedule.wake_at if isinstance(after.step, Wait) else None
+        await deps.checkpoint(None, next_wake_at=wake)
+    return after.step
 
 
-async def _settle(
-    deps: LoopDeps,
-    state: RunState,
-    attempt: _Attempt,
-    budget: StopReason | None,
-    error: BaseException | None,
-) -> Step:
-    """Decide what follows a turn, record it in the state, and checkpoint the turn unless
-    the exit that follows writes the checkpoint."""
-    done, schedule = deps.exit_tools.done, deps.exit_tools.schedule
-    failed = error is not None and done is None
-    state.last_turn_failed = failed
-    decision = None
-    if error is not None and done is None:
-        decision = _failed(deps, state, attempt.turn, error)
-    step: Step = after_turn(
-        error=error if done is None else None,
-        decision=decision,
-        done=done,
-        schedule=schedule,
-        continuation_prompt=deps.opts.continuation_prompt,
-    )
-    if budget is not None and done is None:
-        step = Finish(budget)
-    if isinstance(step, Retry) and error is not None:
-        step = Retry(_retry_delay(deps, error, state.failed_attempts))
-    step = await _deliver_before_done(deps, state, step, attempt.batch)
-    if isinstance(step, Wait):
-        step = _clamped(deps, step)
-    if not failed:
-        state.failed_attempts = 0
-        state.steer = ""
-        state.error = ""
-    # The turn is over unless it is retried; its inbox messages reached the model unless
-    # it failed and ends the run (they stay undelivered, kept for the next resume).
-    if isinstance(step, Retry):
-        state.retrying = Retrying(attempt.turn, tuple(m.message_id for m in attempt.batch))
-    elif attempt.batch and not (failed and isinstance(step, Finish)):
-        deps.controls.inbox.delivered(attempt.batch)
-        ids = tuple(m.message_id for m in attempt.batch)
-        deps.conv.record(InboxDelivered(ids, attempt.turn))
-    if done is not None:
-        state.record_done(done)
-    if isinstance(step, Retry):
-        state.next_prompt = attempt.base_prompt
-    elif isinstance(step, Continue | Wait):
-        state.next_prompt = step.prompt
-    await _report_finished(deps, state, attempt, error if failed else None)
-    # A cap that ends the run before the next turn ends it here, as that check would.
-    reason = _budget(deps, state) if isinstance(step, Continue) and not failed else None
-    if reason is not None:
-        step = Finish(reason)
-    if isinstance(step, Finish):
-        return step  # the exit's checkpoint, written next, is this turn's (one commit)
-    wake = step.schedule.wake_at if isinstance(step, Wait) else None
-    await deps.checkpoint(None, next_wake_at=wake)
-    return step
-
-
-def _failed(deps: LoopDeps, state: RunState, turn: int, error: BaseException) -> RetryDecision:
-    """Count a failed attempt, answer the tool call it cut short, and ask the retry policy.
-
-    What the attempt did stays in the conversation (a call cut short is answered as
-    interrupted: it may or may not have taken effect), so that a retry, or the next turn,
-    never hides from the model a tool call that ran.
-    """
-    state.failed_attempts += 1
-    state.error = error_record(error)
-    deps.conv.answer_open_calls(INTERRUPTED, turn)
-    decision = _retry_decision(deps, error, state.failed_attempts)
-    deps.observer.log.warning(
-        "turn_failed",
-        turn=turn,
-        error=type(error).__name__,
-        attempt=state.failed_attempts,
-        decision=decision.value,
-    )
-    return decision
-
-
-async def _report_finished(
-    deps: LoopDeps, state: RunState, attempt: _Attempt, error: BaseException | None
-) -> None:
-    calls = state.tally.totals.model_calls - attempt.calls_before
-    failure = None if error is None else type(error).__name__
-    await deps.observer.emit(TurnFinished(attempt.turn, calls, failure))
-
-
-async def _deliver_before_done(
-    deps: LoopDeps, state: RunState, step: Step, batch: tuple[InboxMessage, ...]
-) -> Step:
-    """Turn a completion into one more turn when inbox messages wait that the model has not
-    seen and the budgets allow it: a message acknowledged before the end is never dropped.
-
-    After that turn the run completes (the done tool was called already), whatever the turn
-    did, unless more messages came and the budgets still allow another.
-    """
-    if state.finishing and not isinstance(step, Retry):
-        step = Finish(StopReason.COMPLETED)
-    if not (isinstance(step, Finish) and step.reason is StopReason.COMPLETED):
-        return step
-    await deps.poll_inbox()
-    seen = {m.message_id for m in batch}
-    waiting = [m for m in deps.controls.inbox.snapshot() if m.message_id not in seen]
-    if not waiting or turn_budget(deps.opts, state.tally.totals, deps.elapsed()) is not None:
-        return step
-    state.finishing = True
-    done = deps.opts.done_tool_name
-    return Continue(
-        f"New messages arrived after you called {done}. Act on them if they need it, "
-        f"then call {done} again."
-    )
-
-
-def _clamped(deps: LoopDeps, step: Wait) -> Wait:
-    """``step`` with its wake time held to ``max_defer``: before the checkpoint records it."""
-    now = deps.opts.clock.now()
-    wake_at, clamped = clamp_wake(step.schedule.wake_at, now, deps.opts.max_defer)
-    if not clamped:
-        return step
-    deps.observer.log.warning(
-        "wake_clamped", requested=step.schedule.wake_at.isoformat(), wake_at=wake_at.isoformat()
-    )
-    return attrs.evolve(step, schedule=attrs.evolve(step.schedule, wake_at=wake_at))
+async def _look_around(
+    deps: LoopDeps, state: RunState, outcome: TurnOutcome, attempt: Attempt
+) -> Seen:
+    """What :func:`next_step` needs to know beyond the outcome: for a failed attempt, the
+    retry policy's answer (the call it cut short answered first); for a completing one,
+    whether inbox messages the model has not seen wait."""
+    seen = Seen(now=deps.opts.clock.now(), elapsed=deps.elapsed())
+    if outcome.failed:
+        assert outcome.error is not None
+        # What the attempt did stays in the conversation (a call cut short is answered as
+        # interrupted: it may or may not have taken effect), so that a retry, or the next
+        # turn, never hides from the model a tool call that ran.
+        deps.conv.answer_open_calls(INTERRUPTED, attempt.turn)
+        tries = state.failed_attempts + 1
+        decision = _retry_decision(deps, outcome.error, tries)
+        deps.observer.log.warning(
+            "turn_failed",
+            turn=attempt.turn,
+            error=type(outcome.error).__name__,
+            attempt=tries,
+            decision=decision.value,
+        )
+        delay = 0.0
+        if decision is RetryDecision.RETRY_TURN:
+            delay = _retry_delay(deps, outcome.error, tries)
+        seen = attrs.evolve(seen, decision=decision, delay=delay)
+    if ends_completed(state, outcome, seen, deps.opts):
+        await deps.poll_inbox()
+        carried = set(attempt.inbox_ids)
+        waiting = any(m.message_id not in carried for m in deps.controls.inbox.snapshot())
+        seen = attrs.evolve(seen, waiting=waiting, elapsed=deps.elapsed())
+    return seen
 
 
 def _retry_decision(deps: LoopDeps, error: BaseException, attempt: int) -> RetryDecision:
@@ -439,11 +336,11 @@ async def _back_off(deps: LoopDeps, seconds: float) -> None:
     await clock.sleep_until(clock.now() + timedelta(seconds=seconds))
 
 
-async def _wait(deps: LoopDeps, state: RunState, step: Wait) -> RunResult | None:
+async def _wait(deps: LoopDeps, cell: StateCell, step: Wait) -> RunResult | None:
     """Hand a schedule to the scheduler: None when the run goes on, else the exit's result."""
     assert deps.opts.scheduler is not None and deps.controls.wake is not None
     event = step.schedule  # clamped to max_defer already, before its checkpoint
-    state.next_wake_at = event.wake_at
+    cell.evolve(next_wake_at=event.wake_at)
     await deps.observer.emit(Sleeping(event.turn, event.wake_at))
     deps.controls.set_idle(True)
     try:
@@ -460,7 +357,7 @@ async def _wait(deps: LoopDeps, state: RunState, step: Wait) -> RunResult | None
         deps.controls.set_idle(False)
     if isinstance(outcome, Defer):
         return await deps.exit(StopReason.DEFERRED)
-    state.next_wake_at = None
+    cell.evolve(next_wake_at=None)
     await deps.observer.emit(Woke(event.turn))
     return None
 

@@ -31,7 +31,6 @@ from usage import Pricing
 from ._agent import Agent
 from ._control_requests import RunControls
 from ._conversation import Conversation
-from ._decide import status_for
 from ._durable import WATCH_KINDS, AdoptedLease, SessionKeeper
 from ._errors import BuildError, ConfigurationError
 from ._exit_tools import ControlTools
@@ -43,9 +42,9 @@ from ._models._litellm import LiteLLMModel
 from ._observer import Observer
 from ._options import RunOptions, budgets_of, with_budgets
 from ._progress import CheckpointWritten, RunExited
-from ._restore import describe, restore, undelivered
-from ._result import AutonomousStatus, RunResult, StopReason
-from ._run_state import RunState
+from ._restore import Restored, describe, restore, undelivered
+from ._result import RunResult, StopReason
+from ._run_state import RunState, StateCell, Tally
 from ._session_state import SessionState, session_state
 from ._summary import compactor_for
 from ._telemetry import auto_telemetry
@@ -62,11 +61,23 @@ _log = get_logger("autonomous")
 _AUTHOR = "autonomous"
 
 
+@attrs.frozen
+class Session:
+    """What a run works on once its agent is built, all of it at once: the conversation (its
+    log and key), the prices its calls count with, and its tools when MCP servers add to the
+    agent's own (None: the agent's)."""
+
+    conv: Conversation
+    pricing: Pricing
+    tools: ToolTable | None
+
+
 class Run:
     """One run of the loop, shared by the entry points and the handle.
 
     It builds the agent, opens (or resumes) the session and holds its lease, then hands the
-    loop its :class:`RunState` and a :class:`LoopDeps`; the exits and checkpoints are its own.
+    loop the :class:`StateCell` that keeps its :class:`RunState` and a :class:`LoopDeps`; the
+    exits and checkpoints are its own.
     """
 
     def __init__(
@@ -85,27 +96,44 @@ class Run:
         self.resume_ref = resume
         self.force = force
         self.adopted = lease  # a lease lent to the run: held, never taken nor dropped here
-        self.state = RunState.fresh(goal)
+        self.cell = StateCell(RunState.fresh(goal))
         self.observer = Observer.for_run(
             progress=opts.progress,
             supervised=opts.supervisor is not None,
             telemetry=opts.telemetry or auto_telemetry(),
         )
-        self.controls = RunControls(Inbox(), self.observer)
+        self.controls = RunControls(Inbox(), self.observer, self.cell)
         self.result: RunResult | None = None
         self.key: SessionKey | None = None
-        self.conv: Conversation | None = None
+        #: The session the run works on, once its agent is built and its tools are open.
+        self.session: Session | None = None
         self._keeper: SessionKeeper | None = None
-        self._session: SessionState | None = None  # read once, under the lease, to resume
-        self._control: ControlTools | None = None
+        self._known: SessionState | None = None  # read once, under the lease, to resume
+        o = opts
+        #: The run's done and schedule tools (their options are not budgets: a resume's
+        #: budgets leave them as they are).
+        self.exit_tools = ControlTools(
+            done_name=o.done_tool_name,
+            schedule_name=o.schedule_tool_name if o.scheduler is not None else None,
+            outcomes=o.outcomes,
+            result_schema=o.result_schema,
+            schedule_max_defer=o.schedule_tool_max_defer,
+            clock=o.clock,
+            done_text=o.done_tool_description,
+            schedule_text=o.schedule_tool_description,
+        )
         self._final_written = False
         self._last_by: float | None = None  # when the last writes' time is up (run's clock)
         self._started = 0.0
         self._resources = AsyncExitStack()
-        self._tools: ToolTable | None = None
-        self._prices = _NO_PRICING
         #: The budgets given to a resume explicitly: they change the session's recorded ones.
         self.budgets_given = budgets_given
+
+    @property
+    def _conv(self) -> Conversation:
+        """The session's conversation (only asked for once the session is open)."""
+        assert self.session is not None
+        return self.session.conv
 
     @property
     def log(self) -> FilteringBoundLogger:
@@ -134,7 +162,7 @@ class Run:
                 except LeaseLost:  # an append the store refused: another holder has the session
                     self._fenced_out()
             if self.result is None:
-                lost = self._keeper is not None and self._keeper.lost
+                lost = controls.life.lease_lost
                 await self._exit(StopReason.LEASE_LOST if lost else StopReason.CONTEXT_CANCELLED)
             assert self.result is not None
             return self.result
@@ -143,8 +171,7 @@ class Run:
                 await self._exit(StopReason.CONTEXT_CANCELLED)
             raise
         except BaseException as exc:
-            controls.failure = exc
-            controls.status = AutonomousStatus.FAILED
+            controls.fail(exc)
             raise
         finally:
             if self._keeper is not None:
@@ -165,23 +192,24 @@ class Run:
                 return None
         agent = await self._build()
         conv = self._open(agent)
-        self._prices = await self._pricing(agent)
+        pricing = await self._pricing(agent)
         if ref is None:
-            self._refuse_unpriced_cap(agent)
+            self._refuse_unpriced_cap(agent, pricing)
             if agent.session is not None:
                 await refuse_started(conv.log, conv.key)
-        self._tools = await open_tool_table(
+        tools = await open_tool_table(
             agent, self._resources, self.log, clock=self.opts.clock, time_left=self.wallclock_left
         )
+        self.session = session = Session(conv, pricing, tools)
         if self._keeper is None and conv.log.durable:
             key = conv.key
             await self._hold(SessionRef(conv.log, key.app, key.user, key.session_id))
         if self._keeper is not None:
             conv.lease = self._keeper.lease  # every append of the run is fenced by it
         if ref is not None:
-            await self._watch_after(await self._resume(conv, agent))
+            await self._watch_after(await self._resume(session, agent))
         else:
-            conv.history.goal = self.state.goal
+            conv.history.goal = self.cell.state.goal
             # A new session's inbox and control are read from its first event: whatever was
             # sent to it before this run took its lease is obeyed (a stop) or delivered.
             await self._watch_after(0)
@@ -200,8 +228,8 @@ class Run:
                 await keeper.poll()
             return
         if seq == 0:  # no watch: one read of what was sent before the run
-            assert self.conv is not None
-            for event in await self.conv.log.read(self.conv.key, kinds=WATCH_KINDS):
+            conv = self._conv
+            for event in await conv.log.read(conv.key, kinds=WATCH_KINDS):
                 self.controls.apply_remote(event)
 
     async def _record_start(self) -> None:
@@ -209,39 +237,42 @@ class Run:
         first checkpoint (no turns yet, the goal as the next prompt), so that a run that dies
         in its first turn leaves a session that is listed, resumed with its goal and budgets,
         and never started again as new."""
-        assert self.conv is not None
-        self.conv.record(budgets_of(self.opts))
-        self.conv.record(self._checkpoint_of(None))
-        await self.conv.flush()
+        conv = self._conv
+        conv.record(budgets_of(self.opts))
+        conv.record(self._checkpoint_of(None))
+        await conv.flush()
 
-    async def _resume(self, conv: Conversation, agent: Agent) -> int:
+    async def _resume(self, session: Session, agent: Agent) -> int:
         """Put the run where its session's log left it; the last seq read."""
-        restored = await restore(conv.log, conv.key, window=conv.window, known=self._session)
-        self._adopt_budgets(conv, agent, restored.budgets)
+        conv = session.conv
+        restored = await restore(conv.log, conv.key, window=conv.window, known=self._known)
+        self._adopt_budgets(session, agent, restored.budgets)
         prompt = self.opts.continuation_prompt
-        self.state = RunState.from_restored(restored, continuation_prompt=prompt)
+        resumed = _resumed_state(restored, continuation_prompt=prompt)
+        # What the run's controllers asked before it got here (a stop, a pause) still holds.
+        self.cell.state = attrs.evolve(resumed, life=self.cell.state.life)
         inbox = self.controls.inbox
         for message_id in restored.delivered:
             inbox.forget(message_id)
         for message in restored.pending:
             inbox.add(message)
         if restored.paused:
-            self.controls.paused = True
+            self.controls.set_paused(True)
         conv.history = restored.history  # its goal is the state's: both read the checkpoint's
         self.log.info("run_resumed", **describe(restored))
         await self._close_complete_turn()
         return restored.last_seq
 
-    def _adopt_budgets(self, conv: Conversation, agent: Agent, recorded: Budgets | None) -> None:
+    def _adopt_budgets(self, session: Session, agent: Agent, recorded: Budgets | None) -> None:
         """Run under the session's recorded budgets, but for those given to this resume
         explicitly (a change, recorded in the log); a session from before budgets were
         recorded runs under the options' and has them recorded now."""
         given = {name: getattr(self.opts, name) for name in self.budgets_given}
         budgets = attrs.evolve(recorded, **given) if recorded is not None else budgets_of(self.opts)
         self.opts = with_budgets(self.opts, budgets)
-        self._refuse_unpriced_cap(agent)
+        self._refuse_unpriced_cap(agent, session.pricing)
         if budgets != recorded:  # in the run's next write, with what it changes
-            conv.record(budgets)
+            session.conv.record(budgets)
             self.log.info("budgets_recorded", **attrs.asdict(budgets))
 
     async def _drive(self, agent: Agent) -> RunResult:
@@ -249,17 +280,17 @@ class Run:
         deps = await self._loop_deps(agent)
         keeper = self._keeper
         if keeper is None:
-            return await run_loop(deps, self.state, agent)
+            return await run_loop(deps, self.cell, agent)
         failure: BaseException | None = None
         async with anyio.create_task_group() as tg:
             keeper.start(tg)
             try:
-                result = await run_loop(deps, self.state, agent)
+                result = await run_loop(deps, self.cell, agent)
             except anyio.get_cancelled_exc_class():
                 # A stop, the caller's cancellation or a lost lease: the last writes go now,
                 # while the keeper's tasks end (a renewal in flight must not hold them up).
                 tg.cancel_scope.cancel()
-                lost = keeper.lost
+                lost = self.controls.life.lease_lost
                 with anyio.CancelScope(shield=True):
                     await self._exit(
                         StopReason.LEASE_LOST if lost else StopReason.CONTEXT_CANCELLED
@@ -274,22 +305,22 @@ class Run:
         return result
 
     async def _loop_deps(self, agent: Agent) -> LoopDeps:
-        assert self.conv is not None
-        pricing = self._prices
-        self.state.unpriced = pricing.is_zero
+        assert self.session is not None
+        pricing = self.session.pricing
+        self.cell.evolve(unpriced=pricing.is_zero)
         return LoopDeps(
             opts=self.opts,
-            conv=self.conv,
+            conv=self.session.conv,
             controls=self.controls,
-            exit_tools=self.control_tools(),
+            exit_tools=self.exit_tools,
             observer=self.observer,
             pricing=pricing,
             elapsed=self.elapsed,
             poll_inbox=self.poll_inbox,
             checkpoint=self._checkpoint,
             exit=self._exit,
-            tool_table=self._tools,
-            compactor=await compactor_for(self.opts, self.state.tally, self.observer),
+            tool_table=self.session.tools,
+            compactor=await compactor_for(self.opts, self.cell.state.tally, self.observer),
         )
 
     async def _hold(self, ref: SessionRef) -> None:
@@ -307,15 +338,14 @@ class Run:
     async def _finished_already(self, ref: SessionRef) -> RunResult | None:
         """The stored result of a session that completed, or that was stopped on purpose
         and is not resumed with ``force``; None when the session is to run."""
-        session = self._session = await session_state(ref.log, ref.key)
+        session = self._known = await session_state(ref.log, ref.key)
         if session.completed:
-            reason, status = StopReason.COMPLETED, AutonomousStatus.COMPLETED
+            reason = StopReason.COMPLETED
         elif session.stopped and not self.force:
-            reason, status = StopReason.CONTEXT_CANCELLED, AutonomousStatus.STOPPED
+            reason = StopReason.CONTEXT_CANCELLED
             self.log.info("resume_refused_stopped", session=str(ref.key))
         else:
             return None
-        self.controls.status = status
         self.key = ref.key
         cp = session.checkpoint
         waiting: tuple[str, ...] = ()
@@ -323,7 +353,8 @@ class Run:
             waiting = await undelivered(ref.log, ref.key, cp, session.checkpoint_seq)
         cp = cp or Checkpoint(0, 0, 0, 0.0, "")
         state = RunState.from_checkpoint(cp)
-        self._finish(state.to_result(reason, session_id=ref.session_id, undelivered=waiting))
+        result = state.to_result(reason, session_id=ref.session_id, undelivered=waiting)
+        self._finish(result, stopped=reason is StopReason.CONTEXT_CANCELLED)
         if reason is StopReason.CONTEXT_CANCELLED and not cp.stopped:
             # Make the stop part of the session's state, so a daemon no longer finds it due.
             stopped = attrs.evolve(cp, stop_reason=reason.value, stopped=True)
@@ -338,21 +369,20 @@ class Run:
 
     async def _close_complete_turn(self) -> None:
         """Close a resumed turn whose last answer is in the log but not its checkpoint."""
-        unfinished = self.state.resumed_turn
+        unfinished = self.cell.state.resumed_turn
         if unfinished is None or not unfinished.complete:
             return
-        assert self.conv is not None
-        self.state.resumed_turn = None
+        conv = self._conv
+        self.cell.evolve(resumed_turn=None, next_prompt=self.opts.continuation_prompt)
         inbox = self.controls.inbox
         batch = tuple(m for m in inbox.snapshot() if m.message_id in unfinished.inbox_ids)
         if batch:
             inbox.delivered(batch)
-            self.conv.record(InboxDelivered(tuple(m.message_id for m in batch), unfinished.turn))
-        self.state.next_prompt = self.opts.continuation_prompt
+            conv.record(InboxDelivered(tuple(m.message_id for m in batch), unfinished.turn))
         await self._checkpoint(None)
 
     async def _build(self) -> Agent:
-        extra = self.control_tools().tools()
+        extra = self.exit_tools.tools()
         try:
             if self.resume_ref is not None:
                 made = self.build(extra, self.resume_ref.session_id)
@@ -374,22 +404,6 @@ class Run:
             )
         return made
 
-    def control_tools(self) -> ControlTools:
-        """The run's done and schedule tools (built once)."""
-        if self._control is None:
-            o = self.opts
-            self._control = ControlTools(
-                done_name=o.done_tool_name,
-                schedule_name=o.schedule_tool_name if o.scheduler is not None else None,
-                outcomes=o.outcomes,
-                result_schema=o.result_schema,
-                schedule_max_defer=o.schedule_tool_max_defer,
-                clock=o.clock,
-                done_text=o.done_tool_description,
-                schedule_text=o.schedule_tool_description,
-            )
-        return self._control
-
     def _open(self, agent: Agent) -> Conversation:
         ref = agent.session or self.resume_ref
         if ref is None:
@@ -397,12 +411,12 @@ class Run:
         self.key = key = ref.key
         summarised = self.opts.history_summary_model is not None
         window = Window(self.opts.history_turns, self.opts.history_keep, summarised)
-        self.conv = Conversation(ref.log, key, agent.system_prompt(), _AUTHOR, window=window)
-        self.controls.conv = self.conv
+        conv = Conversation(ref.log, key, agent.system_prompt(), _AUTHOR, window=window)
+        self.controls.conv = conv
         self.observer.bind(session=str(key), agent=agent.name)
         if self.opts.done_tool_name not in {t.name for t in agent.tools}:
             self.log.warning("done_tool_missing", tool=self.opts.done_tool_name)
-        return self.conv
+        return conv
 
     async def _pricing(self, agent: Agent) -> Pricing:
         """The run's prices: its ``pricing`` option, else litellm's for a litellm model, else
@@ -416,11 +430,11 @@ class Run:
                 pass
         return _NO_PRICING
 
-    def _refuse_unpriced_cap(self, agent: Agent) -> None:
+    def _refuse_unpriced_cap(self, agent: Agent, pricing: Pricing) -> None:
         """A dollar cap needs prices to count with: without them every call costs $0 and
         the cap could never stop the run."""
         cap = self.opts.max_cost_usd
-        if cap and self._prices.is_zero:
+        if cap and pricing.is_zero:
             raise ConfigurationError(
                 f"max_cost_usd={cap:g} could never stop this run: model {agent.model.name!r} "
                 "has no prices (none given, and litellm's price table does not list it); pass "
@@ -495,10 +509,9 @@ class Run:
     def lease_lost(self) -> None:
         """Another process took the session over: stop now and write nothing more."""
         self.log.warning("lease_lost")
-        if self.conv is not None:
-            self.conv.discard_pending()
-        if self.controls.scope is not None:
-            self.controls.scope.cancel()
+        if self.session is not None:
+            self.session.conv.discard_pending()
+        self.controls.lose_lease()
 
     # ---- exits and checkpoints -------------------------------------------------------
 
@@ -511,15 +524,14 @@ class Run:
     ) -> None:
         """Append a checkpoint; it closes the turn before it (unless it left it open for a
         retry), and records the failure behind it when the turn failed."""
-        assert self.conv is not None
-        keeper = self._keeper
+        conv, keeper = self._conv, self._keeper
         checkpoint = self._checkpoint_of(stop_reason, next_wake_at=next_wake_at)
-        self.state.last_turn_failed = False
-        self.conv.record(checkpoint)
+        self.cell.evolve(last_turn_failed=False)
+        conv.record(checkpoint)
         if last and keeper is not None:  # the lease goes with the run's last write
-            await keeper.append_last(self.conv.take_pending(), stop_reason)
+            await keeper.append_last(conv.take_pending(), stop_reason)
         else:
-            await self.conv.flush()
+            await conv.flush()
         reason = stop_reason.value if stop_reason else None
         # Right after the commit: listeners now hear of the answer held for it (_observer).
         await self.observer.emit(CheckpointWritten(checkpoint.turns, reason))
@@ -529,7 +541,7 @@ class Run:
     ) -> Checkpoint:
         """The checkpoint of the run as it stands."""
         keeper, controls = self._keeper, self.controls
-        checkpoint = self.state.to_checkpoint(
+        checkpoint = self.cell.state.to_checkpoint(
             stop_reason,
             next_wake_at=next_wake_at,
             inbox_from_seq=controls.inbox.oldest_seq(),
@@ -542,19 +554,20 @@ class Run:
             checkpoint = attrs.evolve(checkpoint, agent_version=self.opts.agent_version)
         return checkpoint
 
-    def _finish(self, result: RunResult) -> None:
+    def _finish(self, result: RunResult, *, stopped: bool = False) -> None:
         self.result = result
-        self.controls.ended = True
+        self.controls.finish(result.reason, stopped=stopped)
 
     async def _exit(
         self, reason: StopReason, error: BaseException | None = None, *, why: str = ""
     ) -> RunResult:
         if self.result is not None:
             return self.result
-        state = self.state
-        state.abort_reason = why or state.abort_reason
+        if why:
+            self.cell.evolve(abort_reason=why)
         if error is not None:  # the failure behind the exit goes into the final checkpoint
-            state.error = error_record(error)
+            self.cell.evolve(error=error_record(error))
+        state = self.cell.state
         lost = reason is StopReason.LEASE_LOST  # the session is no longer ours to read or write
         if not lost:
             with self._last_writes():  # what came since the last poll is reported, not dropped
@@ -571,11 +584,11 @@ class Run:
             )
         )
         self.observer.count_stop(reason.value)
-        if self.conv is not None and not self._final_written and not lost:
+        if self.session is not None and not self._final_written and not lost:
             reason = await self._final_checkpoint(reason)
         if pending:
             self.log.warning("inbox_undelivered", messages=len(pending))
-        self.controls.status = AutonomousStatus(status_for(reason, self.controls.stop_requested))
+        self.controls.finish(reason)  # lease_lost, when the store refused the last write
         spent = state.tally.totals
         await self.observer.emit(
             RunExited(spent.turns, reason.value),
@@ -589,17 +602,19 @@ class Run:
     async def _final_checkpoint(self, reason: StopReason) -> StopReason:
         """Write the last checkpoint (the lease goes with it); the reason the run ends with
         (``lease_lost`` when the store refused it)."""
-        assert self.conv is not None and self.result is not None
+        assert self.result is not None
         self._final_written = True
         # A call cut short (a stop during a tool) is answered in the log, so a resume sends a
         # conversation the provider accepts. A sleep's wake time is kept: a resume waits out
         # the rest of it.
-        self.conv.answer_open_calls(INTERRUPTED, self.state.tally.totals.turns)
+        self._conv.answer_open_calls(INTERRUPTED, self.cell.state.tally.totals.turns)
         missing = "TimeoutError"  # why it is missing, unless written
         try:
             if self._time_left():
                 with self._last_writes() as scope:
-                    await self._checkpoint(reason, next_wake_at=self.state.next_wake_at, last=True)
+                    await self._checkpoint(
+                        reason, next_wake_at=self.cell.state.next_wake_at, last=True
+                    )
                 if not scope.cancelled_caught:
                     return reason
         except LeaseLost:  # nothing of ours was written: the run ends as lease_lost
@@ -618,6 +633,18 @@ class Run:
             timeout=_FINAL_WRITE_TIMEOUT,
         )
         return reason
+
+
+def _resumed_state(restored: Restored, *, continuation_prompt: str) -> RunState:
+    """Where a resumed run starts: its checkpoint, any crashed turn after it, and the
+    control requests since (a wake ends the resume's wait)."""
+    cp = restored.checkpoint
+    if cp is None:
+        state = RunState(Tally(restored.totals), restored.goal, continuation_prompt)
+    else:
+        state = RunState.from_checkpoint(cp, goal=restored.goal, totals=restored.totals)
+    wake = None if restored.woken else state.next_wake_at
+    return attrs.evolve(state, next_wake_at=wake, resumed_turn=restored.unfinished)
 
 
 async def refuse_started(log: EventLog, key: SessionKey) -> None:

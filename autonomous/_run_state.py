@@ -1,10 +1,17 @@
-"""The run's state as one value: totals, goal, next prompt and wake, done signal, retries.
+"""The run's state as one value: totals, goal, next prompt and wake, done signal, retries, and
+its lifecycle (pause, stop, the end), from which the handle's status is derived.
 
 It turns into a checkpoint and a result, and a checkpoint turns back into it (resume, and a
-session that finished already). A small mutable attrs class with one writer at a time: the run
-while it starts (resume) and ends (the exit's reason), the loop in between, and within a turn
-the turn runner, which adds each model call to its :class:`Tally`. Frozen and evolved, it would
-have to be handed back up through every layer of a turn at every model call.
+session that finished already). A frozen value, kept in one :class:`StateCell` per run and
+replaced whole: by :func:`~autonomous._decide.next_step` after each attempt, by the few
+changes the loop and the run make around it (a resume, a wake, the exit's reason), and by
+the run's controls (pause, resume, stop, a lost lease, the end), which change its
+:class:`Lifecycle` in one method. No status is stored: :attr:`Lifecycle.status` computes it,
+as anyio's ``TaskHandle.status`` does.
+
+The one part that changes inside a turn is the :class:`Tally`, the run's meter: each model
+call adds to it as it is made, so that a budget is checked between two calls of one turn and
+a run cut short mid-turn still reports what that turn spent.
 """
 
 from __future__ import annotations
@@ -15,12 +22,94 @@ from typing import Any
 import attrs
 
 from eventlog import Budgets, Checkpoint
+from usage import Usage
 
-from ._decide import Totals
-from ._exit_tools import DoneSignal
-from ._restore import Restored, Unfinished
-from ._result import RunResult, StopReason
-from ._turn import Tally
+from ._history import OpenTurn
+from ._result import AutonomousStatus, RunResult, StopReason
+
+__all__ = [
+    "Lifecycle",
+    "OpenTurn",
+    "Retrying",
+    "RunState",
+    "StateCell",
+    "Tally",
+    "Totals",
+    "status_for",
+]
+
+
+@attrs.frozen
+class Totals:
+    """What a run has spent so far: turns, tokens, dollars and model calls (a value that adds
+    up with ``+``). ``cached_input_tokens`` is the part of ``input_tokens`` the provider read
+    from its prompt cache."""
+
+    turns: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    model_calls: int = 0
+    cached_input_tokens: int = 0
+
+    def __add__(self, other: Totals) -> Totals:
+        return Totals(
+            self.turns + other.turns,
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cost_usd + other.cost_usd,
+            self.model_calls + other.model_calls,
+            self.cached_input_tokens + other.cached_input_tokens,
+        )
+
+    @classmethod
+    def from_checkpoint(cls, cp: Checkpoint) -> Totals:
+        """The totals ``cp`` recorded (an old checkpoint without cached tokens counts 0)."""
+        return cls(
+            cp.turns,
+            cp.input_tokens,
+            cp.output_tokens,
+            cp.cost_usd,
+            cp.model_calls,
+            cp.cached_input_tokens,
+        )
+
+    @classmethod
+    def of_call(cls, usage: Usage, cost_usd: float) -> Totals:
+        """What one model call with ``usage`` costing ``cost_usd`` spends."""
+        return cls(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cost_usd=cost_usd,
+            model_calls=1,
+            cached_input_tokens=usage.cached_input_tokens,
+        )
+
+    def add_call(
+        self, input_tokens: int, output_tokens: int, cost_usd: float, cached_input_tokens: int = 0
+    ) -> Totals:
+        """These totals plus one model call."""
+        return self + Totals.of_call(
+            Usage(input_tokens, output_tokens, cached_input_tokens), cost_usd
+        )
+
+    def add_turn(self) -> Totals:
+        """These totals plus one executed turn."""
+        return self + Totals(turns=1)
+
+
+@attrs.define
+class Tally:
+    """The run's meter: its running totals and last answer text, updated call by call, and
+    what the last call's prompt measured (its size in characters, its input tokens as the provider
+    counted them), from which the next call's input is estimated."""
+
+    totals: Totals
+    final_text: str = ""
+    last_prompt_chars: int = 0
+    last_input_tokens: int = 0
+    #: The most output tokens one call of the run produced (the output reserve of last resort).
+    most_output_tokens: int = 0
 
 
 @attrs.frozen
@@ -32,11 +121,62 @@ class Retrying:
     inbox_ids: tuple[str, ...]
 
 
-@attrs.define(eq=False)
+def status_for(reason: StopReason, stop_requested: bool) -> str:
+    """The handle status a finished run reports."""
+    if reason is StopReason.COMPLETED:
+        return "completed"
+    if reason is StopReason.DEFERRED:
+        return "deferred"
+    if reason is StopReason.CONTEXT_CANCELLED and stop_requested:
+        return "stopped"
+    return "failed"
+
+
+@attrs.frozen
+class Lifecycle:
+    """Where a run stands to those who control it: what the handle, the log watch and the
+    loop's parking set, and how it ended. The status is derived from it, never stored."""
+
+    #: A pause is asked for: the loop parks at its next turn boundary.
+    paused: bool = False
+    #: The loop is parked (paused, or asleep until a wake).
+    parked: bool = False
+    #: The pause has taken hold: the loop parked, or slept, while paused (till a resume).
+    held: bool = False
+    stop_requested: bool = False
+    #: Another holder took the session over: the run stops and ends ``lease_lost``.
+    lease_lost: bool = False
+    #: Why the run ended (None while it runs): control requests are refused from then on.
+    ended: StopReason | None = None
+    #: The run's own failure (a failing build).
+    failure: BaseException | None = attrs.field(default=None, eq=False)
+
+    def changed(self, **changes: Any) -> Lifecycle:
+        """This lifecycle with ``changes``: a pause takes hold once the loop is parked while
+        paused, and lets go at a resume."""
+        life = attrs.evolve(self, **changes)
+        held = life.paused and (life.held or life.parked)
+        return life if held == life.held else attrs.evolve(life, held=held)
+
+    @property
+    def status(self) -> AutonomousStatus:
+        """The status a handle reports: failed, how the run ended, stopped, paused, running."""
+        if self.failure is not None:
+            return AutonomousStatus.FAILED
+        if self.ended is not None:
+            return AutonomousStatus(status_for(self.ended, self.stop_requested))
+        if self.stop_requested:
+            return AutonomousStatus.STOPPED
+        if self.held:
+            return AutonomousStatus.PAUSED
+        return AutonomousStatus.RUNNING
+
+
+@attrs.frozen(eq=False)
 class RunState:
     """Where a run stands: what a checkpoint records of it, and what its result reports."""
 
-    #: Totals and the last answer's text, updated call by call by the turn runner.
+    #: The run's meter: totals and the last answer's text, updated call by call.
     tally: Tally
     #: The run's goal: the first prompt, pinned in the system message when turns are trimmed.
     goal: str
@@ -57,7 +197,7 @@ class RunState:
     #: that did not fail).
     error: str = ""
     #: The turn a crash left unfinished, which the first turn of a resumed run goes on with.
-    resumed_turn: Unfinished | None = None
+    resumed_turn: OpenTurn | None = None
     #: The turn whose failed attempt the next attempt continues (a retry).
     retrying: Retrying | None = None
     #: Supervisor guidance framed into the next turn's prompt ("" = none).
@@ -66,6 +206,8 @@ class RunState:
     abort_reason: str = ""
     #: The run has no prices for its model: its cost counts nothing (checkpoints say so).
     unpriced: bool = False
+    #: Pause, stop and the end, as those who control the run set them.
+    life: Lifecycle = attrs.field(factory=Lifecycle)
 
     @classmethod
     def fresh(cls, goal: str) -> RunState:
@@ -88,20 +230,6 @@ class RunState:
             outcome_result=cp.result,
             failed_attempts=cp.failed_attempts,
         )
-
-    @classmethod
-    def from_restored(cls, restored: Restored, *, continuation_prompt: str) -> RunState:
-        """Where a resumed run starts: its checkpoint, any crashed turn after it, and the
-        control requests since (a wake ends the resume's wait)."""
-        cp = restored.checkpoint
-        if cp is None:
-            state = cls(Tally(restored.totals), restored.goal, continuation_prompt)
-        else:
-            state = cls.from_checkpoint(cp, goal=restored.goal, totals=restored.totals)
-        if restored.woken:
-            state.next_wake_at = None
-        state.resumed_turn = restored.unfinished
-        return state
 
     def to_checkpoint(
         self,
@@ -175,6 +303,14 @@ class RunState:
             undelivered=undelivered,
         )
 
-    def record_done(self, done: DoneSignal) -> None:
-        """Keep what the done tool reported."""
-        self.done_detail, self.outcome, self.outcome_result = done.detail, done.outcome, done.result
+
+@attrs.define(eq=False)
+class StateCell:
+    """The one place a run's state is kept; it is replaced whole, never changed in part."""
+
+    state: RunState
+
+    def evolve(self, **changes: Any) -> RunState:
+        """Replace the state with a copy that has ``changes``; the new state."""
+        self.state = attrs.evolve(self.state, **changes)
+        return self.state

@@ -33,7 +33,7 @@ from ._models import LiteLLMModel, model_for, output_limit
 from ._observer import Observer
 from ._options import RunOptions
 from ._progress import HistorySummarized, ModelCalling
-from ._turn import Tally
+from ._run_state import Tally
 
 #: What the summary model is told to do.
 SUMMARY_INSTRUCTIONS = (

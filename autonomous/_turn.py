@@ -8,15 +8,23 @@ from typing import Any
 import anyio
 import attrs
 
-from eventlog import PermissionDecision
-from permissions import Caller, Gate
+from eventlog import EventLogError, PermissionDecision
+from permissions import Caller, Decision, Gate
+from scheduler import ScheduleEvent
 from usage import Pricing, Tracker
 
 from ._callers import to_originator
 from ._conversation import Conversation
-from ._decide import Totals, call_budget, call_would_pass, estimate_input_tokens, prompt_chars
-from ._errors import ModelCallLimit, ModelError, ToolTimeoutError, TurnError
-from ._exit_tools import ControlTools
+from ._decide import (
+    Totals,
+    TurnOutcome,
+    call_budget,
+    call_would_pass,
+    estimate_input_tokens,
+    prompt_chars,
+)
+from ._errors import ModelCallLimit, ModelError, ToolTimeoutError, TurnError, TurnTimeout
+from ._exit_tools import ControlTools, DoneSignal
 from ._history import INTERRUPTED
 from ._model import Message, Model, ModelResponse, ToolCall
 from ._models import output_limit
@@ -25,6 +33,7 @@ from ._observer import Observer
 from ._options import RunOptions
 from ._progress import ModelCalled, ModelCalling, ToolCalled, ToolCalling
 from ._result import StopReason
+from ._run_state import Tally
 from ._tool_result import ToolInterrupted, ToolOutcome, format_error, render_result
 from ._tool_table import ToolTable
 from ._tools import (
@@ -36,36 +45,30 @@ from ._tools import (
 )
 
 
-class BudgetReached(Exception):
-    """A cap was reached inside a turn: no further model call may start."""
+@attrs.define
+class _Signals:
+    """What an attempt has done so far; it outlives a failure in the middle of the attempt
+    (a done signal given before a tool timed out still ends the run)."""
 
-    def __init__(self, reason: StopReason) -> None:
-        super().__init__(reason.value)
-        self.reason = reason
+    text: str = ""
+    spent: Totals = attrs.field(factory=Totals)
+    done: DoneSignal | None = None
+    schedule: ScheduleEvent | None = None
+
+    def outcome(
+        self, *, error: BaseException | None = None, cap: StopReason | None = None
+    ) -> TurnOutcome:
+        return TurnOutcome(self.text, self.spent, self.done, self.schedule, error, cap)
 
 
 @attrs.frozen
 class _Answer:
     """What a tool call is answered with, its outcome (ok, error, timeout, denied, rejected),
-    and whether it fails the turn instead (a ``fatal_timeout`` tool timed out)."""
+    and the error that fails the turn instead (a ``fatal_timeout`` tool timed out)."""
 
     content: str
     outcome: ToolOutcome
-    fatal: bool = False
-
-
-@attrs.define
-class Tally:
-    """The run's running totals and last answer text, updated call by call, and what the
-    last call's prompt measured (its size in characters, its input tokens as the provider
-    counted them), from which the next call's input is estimated."""
-
-    totals: Totals
-    final_text: str = ""
-    last_prompt_chars: int = 0
-    last_input_tokens: int = 0
-    #: The most output tokens one call of the run produced (the output reserve of last resort).
-    most_output_tokens: int = 0
+    fatal: TurnError | None = None
 
 
 @attrs.define
@@ -96,29 +99,49 @@ class TurnRunner:
     _prompt_chars: int = attrs.field(default=0, init=False)  # of the call about to be made
     _max_output: int | None = attrs.field(default=None, init=False)  # litellm's, looked up once
 
-    async def run(self, turn: int, caller: Caller | None) -> str:
-        """Run a turn whose prompt is already in the conversation; returns the answer text.
+    async def run(self, turn: int, caller: Caller | None) -> TurnOutcome:
+        """Run an attempt of a turn whose prompt is already in the conversation; what it did.
 
-        Raises :class:`BudgetReached` when a cap stops it between model calls, and a
-        :class:`TurnError` when it fails. Each tool call has a cancel scope of its own for
-        its timeout (see :meth:`_dispatch`).
+        A failure (a :class:`TurnError`, a tool's or the model's exception, the turn's
+        ``per_turn_timeout``) is the outcome's ``error``; a log that cannot record the run
+        is raised. Each tool call has a cancel scope of its own for its timeout (see
+        :meth:`_dispatch`).
         """
-        calls, text = 0, ""
+        got = _Signals()
+        limit = self.opts.per_turn_timeout
+        try:
+            with self.opts.clock.move_on_after(limit or None) as scope:
+                cap = await self._attempt(turn, caller, got)
+        except EventLogError:
+            raise  # the log cannot record the run: not a turn error, the run fails
+        except Exception as exc:
+            return got.outcome(error=exc)
+        if scope.cancelled_caught:
+            timeout = TurnTimeout(f"turn {turn} ran past per_turn_timeout={limit:g} s")
+            return got.outcome(error=timeout)
+        return got.outcome(cap=cap)
+
+    async def _attempt(self, turn: int, caller: Caller | None, got: _Signals) -> StopReason | None:
+        """Call the model and run the tools it asks for until it answers without any; the
+        cap that stopped it between two calls, if one did."""
+        calls = 0
         pending, self._resumed = self._resumed, ()  # a resumed turn answers its open calls first
         while True:
-            await self._run_tools(pending, turn, caller)
-            self._check_budgets(calls)
+            await self._run_tools(pending, turn, caller, got)
+            reason = self._check_budgets(calls)
+            if reason is not None:
+                return reason
             if self.tool_table is not None and await self.tool_table.refresh():
                 self._take_tools(self.tool_table.tools())
             reason = self.refused_call()
             if reason is not None:
-                raise BudgetReached(reason)
-            response = await self._call_model(turn)
+                return reason
+            response = await self._call_model(turn, got)
             calls += 1
             if response.text:
-                text = self.tally.final_text = response.text
+                got.text = self.tally.final_text = response.text
             if not response.tool_calls:
-                return text
+                return None
             pending = response.tool_calls
 
     def _take_tools(self, tools: tuple[Tool, ...]) -> None:
@@ -127,16 +150,16 @@ class TurnRunner:
         self.specs = [t.spec() for t in tools]
 
     async def _run_tools(
-        self, calls: tuple[ToolCall, ...], turn: int, caller: Caller | None
+        self, calls: tuple[ToolCall, ...], turn: int, caller: Caller | None, got: _Signals
     ) -> None:
         """Run ``calls`` one after another, in order; a stop asked for during one of them
         ends the turn before the next starts."""
         for index, call in enumerate(calls):
             if index:
                 await anyio.lowlevel.checkpoint_if_cancelled()
-            await self._dispatch(call, turn, caller)
+            await self._dispatch(call, turn, caller, got)
 
-    async def _call_model(self, turn: int) -> ModelResponse:
+    async def _call_model(self, turn: int, got: _Signals) -> ModelResponse:
         """One model call on the conversation so far: counted, recorded and reported."""
         await self.observer.emit(ModelCalling(turn, self.model.name))
         messages = self.conv.messages
@@ -148,7 +171,7 @@ class TurnRunner:
             except Exception as exc:
                 name = self.model.name
                 raise ModelError(f"model call to {name} failed: {exc}") from exc
-            cost = self._spent(response)
+            cost = self._spent(response, got)
             self.observer.model_usage(span, response, cost)
         await self._answered(response, turn, cost)
         return response
@@ -173,16 +196,18 @@ class TurnRunner:
         await self.observer.emit(ToolCalled(turn, call.name, ToolOutcome.INTERRUPTED))
         return True
 
-    def _check_budgets(self, calls: int) -> None:
-        """Raise if a budget or ``max_model_calls_per_turn`` forbids the next model call."""
+    def _check_budgets(self, calls: int) -> StopReason | None:
+        """The budget that forbids the next model call; raise if ``max_model_calls_per_turn``
+        does (a turn error)."""
         reason = call_budget(self.opts, self.tally.totals, self.elapsed())
         if reason is not None:
-            raise BudgetReached(reason)
+            return reason
         if calls == self.opts.max_model_calls_per_turn:
             raise ModelCallLimit(
                 f"the model asked for tools in {calls} calls in one turn "
                 f"(max_model_calls_per_turn={calls})"
             )
+        return None
 
     def refused_call(self, *new: Message) -> StopReason | None:
         """The cap the next model call, on the conversation plus ``new`` messages, would pass:
@@ -211,13 +236,13 @@ class TurnRunner:
             self._max_output = output_limit(self.model) or 0
         return self._max_output or self.tally.most_output_tokens
 
-    def _spent(self, response: ModelResponse) -> float:
-        """Count a model call's usage (totals, tracker); its cost."""
+    def _spent(self, response: ModelResponse, got: _Signals) -> float:
+        """Count a model call's usage (the run's tally, the attempt's, the tracker); its cost."""
         u = response.usage
         cost = self.pricing.cost(u) if not self.pricing.is_zero else 0.0
-        self.tally.totals = self.tally.totals.add_call(
-            u.input_tokens, u.output_tokens, cost, u.cached_input_tokens
-        )
+        call = Totals.of_call(u, cost)
+        self.tally.totals += call
+        got.spent += call
         if self._prompt_chars:  # measured by the budget check before this call
             self.tally.last_prompt_chars, self._prompt_chars = self._prompt_chars, 0
             self.tally.last_input_tokens = u.input_tokens
@@ -261,7 +286,9 @@ class TurnRunner:
         self._key_index += 1
         return ToolCallContext(str(self.conv.key), turn, index, call.id)
 
-    async def _dispatch(self, call: ToolCall, turn: int, caller: Caller | None) -> None:
+    async def _dispatch(
+        self, call: ToolCall, turn: int, caller: Caller | None, got: _Signals
+    ) -> None:
         """Run one tool call, report it and answer it in the conversation.
 
         A tool that timed out with ``fatal_timeout`` fails the turn with
@@ -272,26 +299,39 @@ class TurnRunner:
             return
         await self.observer.emit(ToolCalling(turn, call.name))
         with self.observer.tool_span(turn, call) as span:
-            answer = await self._answer(call, context, turn, caller)
+            answer = await self._answer(call, context, turn, caller, got)
             self.observer.tool_outcome(span, call.name, answer.outcome, answer.content)
         await self.observer.emit(ToolCalled(turn, call.name, answer.outcome))
-        if answer.fatal:
-            raise ToolTimeoutError(answer.content.removeprefix("error: "))
+        if answer.fatal is not None:
+            raise answer.fatal
         self.conv.add_tool_result(call.id, call.name, answer.content, answer.outcome, turn)
 
     async def _answer(
-        self, call: ToolCall, context: ToolCallContext, turn: int, caller: Caller | None
+        self,
+        call: ToolCall,
+        context: ToolCallContext,
+        turn: int,
+        caller: Caller | None,
+        got: _Signals,
     ) -> _Answer:
-        """The answer to ``call``: from the exit tools, a refusal (an unknown tool, arguments
-        that do not fit, the gate) or the tool itself."""
+        """The answer to ``call``: from the exit tools (their signal kept in ``got``), a
+        refusal (an unknown tool, arguments that do not fit, the gate) or the tool itself."""
         if self.control.handles(call.name):
-            content, outcome = self.control.call(call.name, call.arguments, turn)
-            return _Answer(content, outcome)
+            answer = self.control.call(call.name, call.arguments, turn)
+            if isinstance(answer.signal, DoneSignal):
+                got.done = answer.signal
+            elif answer.signal is not None:
+                got.schedule = answer.signal
+            return _Answer(answer.content, answer.outcome)
         resolved = self._resolve(call)
         if isinstance(resolved, str):
             return _Answer(resolved, ToolOutcome.REJECTED)
-        if self.gate is not None and (denied := await self._ask_gate(*resolved, turn, caller)):
-            return _Answer(denied, ToolOutcome.DENIED)
+        if self.gate is not None:
+            decision = await self._ask_gate(*resolved, turn, caller)
+            if not decision.allowed:
+                # The gate's reasons are its own words, some of which say "denied: " already.
+                reason = decision.reason.removeprefix("denied: ")
+                return _Answer(f"denied: {reason}", ToolOutcome.DENIED)
         return await self._invoke(*resolved, context)
 
     async def _invoke(self, tool: Tool, args: dict[str, Any], context: ToolCallContext) -> _Answer:
@@ -313,8 +353,9 @@ class TurnRunner:
                 content, rendered = render_result(value, self.opts.max_tool_result_chars)
                 outcome = ToolOutcome.OK if rendered else ToolOutcome.ERROR
         if scope.cancelled_caught:
-            content = f"error: tool {tool.name} timed out after {timeout:g} s"
-            return _Answer(content, ToolOutcome.TIMEOUT, fatal=tool.fatal_timeout)
+            message = f"tool {tool.name} timed out after {timeout:g} s"
+            fatal = ToolTimeoutError(message) if tool.fatal_timeout else None
+            return _Answer(f"error: {message}", ToolOutcome.TIMEOUT, fatal)
         return _Answer(content, outcome)
 
     def _resolve(self, call: ToolCall) -> tuple[Tool, dict[str, Any]] | str:
@@ -331,11 +372,10 @@ class TurnRunner:
 
     async def _ask_gate(
         self, tool: Tool, args: dict[str, Any], turn: int, caller: Caller | None
-    ) -> str:
-        """The permission gate's decision, recorded; the answer when it denies the call, else
-        the empty string. The gate tries its rules on every name of the tool (an MCP tool's
-        name on its server, say, besides the one it is offered under), and the log records
-        them all."""
+    ) -> Decision:
+        """The permission gate's decision, recorded. The gate tries its rules on every name
+        of the tool (an MCP tool's name on its server, say, besides the one it is offered
+        under), and the log records them all."""
         assert self.gate is not None
         # The prompt's timeout runs on the run's clock, as every other wait the run owns.
         decision = await self.gate.check(
@@ -358,9 +398,7 @@ class TurnRunner:
                 mode=str(decision.mode),
             )
         )
-        if not decision.allowed:
-            return f"denied: {decision.reason.removeprefix('denied: ')}"
-        return ""
+        return decision
 
 
 def _finish_interrupted(exc: ToolInterrupted, max_chars: int) -> str:

@@ -12,7 +12,7 @@ from autonomous import Agent, StopReason, Tool, run_autonomous
 from autonomous._exit_tools import ControlTools
 from autonomous._tool_result import ToolOutcome
 from autonomous.testing import FakeClock, ScriptedModel, call, done, reply
-from scheduler import ExitOnDeferScheduler, SleepScheduler
+from scheduler import ExitOnDeferScheduler, ScheduleEvent, SleepScheduler
 
 pytestmark = pytest.mark.anyio
 
@@ -43,27 +43,25 @@ class TestPastWakeAt:
 
     def test_a_past_wake_at_is_accepted_and_wakes_now(self) -> None:
         """The schedule's wake time is now; the answer says so and gives the current time."""
-        tools = control()
-        answer, outcome = tools.call(
+        got = control().call(
             "schedule_next_turn", json.dumps({"wake_at": "2000-01-01T00:00:00Z"}), 1
         )
-        assert ToolOutcome.OK == outcome
-        assert tools.schedule is not None and START == tools.schedule.wake_at
+        answer = got.content
+        assert ToolOutcome.OK == got.outcome
+        assert isinstance(got.signal, ScheduleEvent) and START == got.signal.wake_at
         assert answer.startswith("acknowledged: wake_at 2000-01-01T00:00:00Z is in the past")
         assert "waking now" in answer
         assert "current time 2030-01-01T12:00:00Z" in answer
 
     def test_wake_at_now_wakes_now(self) -> None:
         """A wake_at equal to the current time is the same: wake at once."""
-        tools = control()
-        answer, outcome = tools.call("schedule_next_turn", '{"wake_at": "2030-01-01T12:00:00Z"}', 1)
-        assert tools.schedule is not None and START == tools.schedule.wake_at
-        assert (True, ToolOutcome.OK) == (answer.startswith("acknowledged: "), outcome)
+        got = control().call("schedule_next_turn", '{"wake_at": "2030-01-01T12:00:00Z"}', 1)
+        assert isinstance(got.signal, ScheduleEvent) and START == got.signal.wake_at
+        assert (True, ToolOutcome.OK) == (got.content.startswith("acknowledged: "), got.outcome)
 
     def test_every_acknowledgement_gives_the_current_time(self) -> None:
         """A future wake is acknowledged with the current time too (models get clocks wrong)."""
-        tools = control()
-        answer, _ = tools.call("schedule_next_turn", '{"wake_in_sec": 90}', 1)
+        answer = control().call("schedule_next_turn", '{"wake_in_sec": 90}', 1).content
         assert "next turn at 2030-01-01T12:01:30Z (in 90 s)" in answer
         assert "current time 2030-01-01T12:00:00Z" in answer
 
@@ -72,8 +70,9 @@ class TestPastWakeAt:
     )
     def test_a_refused_call_is_rejected(self, raw: str) -> None:
         """A call the tool refuses comes back as ``rejected: ...`` with outcome REJECTED."""
-        answer, outcome = control().call("schedule_next_turn", raw, 1)
-        assert (True, ToolOutcome.REJECTED) == (answer.startswith("rejected: "), outcome)
+        got = control().call("schedule_next_turn", raw, 1)
+        assert (True, ToolOutcome.REJECTED) == (got.content.startswith("rejected: "), got.outcome)
+        assert None is got.signal
 
     async def test_a_run_sleeps_not_at_all_and_goes_on(self) -> None:
         """Through a run: the sleep ends at once and the next turn starts at the same time."""

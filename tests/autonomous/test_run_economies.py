@@ -24,7 +24,6 @@ from autonomous import (
     send_control,
     start_autonomous,
 )
-from autonomous._control_requests import Latch
 from autonomous._model import Model
 from autonomous._options import make_options
 from autonomous.testing import FakeClock, ScriptedModel, done, reply
@@ -36,48 +35,63 @@ from .stores import DurableLog, DurableStore
 pytestmark = pytest.mark.anyio
 
 
-class TestLatch:
-    async def test_waiters_wake_when_set(self) -> None:
-        """Every task waiting on the latch returns once it is set."""
-        latch, woke = Latch(), []
+class TestWaitingForTheEnd:
+    """Every waiter for the run's end (ready, wait, stop) wakes once, whenever it came."""
 
-        async def waiter(n: int) -> None:
-            await latch.wait()
-            woke.append(n)
+    async def test_every_waiter_wakes_at_the_end(self) -> None:
+        """Tasks waiting on wait() all return the result once the run ends."""
+        gate, woke = anyio.Event(), []
 
-        async with anyio.create_task_group() as tg:
-            for n in range(3):
-                tg.start_soon(waiter, n)
-            await anyio.wait_all_tasks_blocked()
-            assert [] == woke
-            latch.set()
-        assert [0, 1, 2] == sorted(woke)
+        async def blocked(messages: object, tools: object) -> Any:
+            await gate.wait()
+            return done("ok")
 
-    async def test_wait_after_set_returns_at_once(self) -> None:
-        """A latch already set is waited for by a checkpoint only; setting again is a no-op."""
-        latch = Latch()
-        latch.set()
-        latch.set()
-        with anyio.fail_after(1):
-            await latch.wait()
-        assert latch.is_set()
+        async with start_autonomous(builder(ScriptedModel([blocked])), "go") as handle:
 
-    async def test_a_cancelled_waiter_leaves_the_latch_working(self) -> None:
-        """A waiter cancelled before the set does not keep the next waiter from waking."""
-        latch, woke = Latch(), []
-        with anyio.CancelScope() as scope:
-            scope.cancel()
-            await latch.wait()
-        assert scope.cancelled_caught
+            async def waiter(n: int) -> None:
+                woke.append((n, (await handle.wait()).reason))
 
-        async def waiter() -> None:
-            await latch.wait()
-            woke.append(True)
+            async with anyio.create_task_group() as tg:
+                for n in range(3):
+                    tg.start_soon(waiter, n)
+                await anyio.wait_all_tasks_blocked()
+                assert [] == woke
+                gate.set()
+        assert [(n, StopReason.COMPLETED) for n in range(3)] == sorted(woke)
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(waiter)
-            await anyio.wait_all_tasks_blocked()
-            latch.set()
+    async def test_waiting_after_the_end_returns_at_once(self) -> None:
+        """Once the run ended, ready(), wait() and stop() return at once, again and again."""
+        async with start_autonomous(builder(ScriptedModel([done("ok")])), "go") as handle:
+            first = await handle.wait()
+            with anyio.fail_after(1):
+                await handle.ready()
+                await handle.stop()
+                await handle.stop()
+                assert first == await handle.wait()
+        assert AutonomousStatus.COMPLETED == handle.status
+
+    async def test_a_cancelled_waiter_leaves_the_others_waking(self) -> None:
+        """A waiter cancelled before the end does not keep a later waiter from waking."""
+        gate, woke = anyio.Event(), []
+
+        async def blocked(messages: object, tools: object) -> Any:
+            await gate.wait()
+            return done("ok")
+
+        async with start_autonomous(builder(ScriptedModel([blocked])), "go") as handle:
+            with anyio.CancelScope() as scope:
+                scope.cancel()
+                await handle.wait()
+            assert scope.cancelled_caught
+
+            async def waiter() -> None:
+                await handle.wait()
+                woke.append(True)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(waiter)
+                await anyio.wait_all_tasks_blocked()
+                gate.set()
         assert [True] == woke
 
 
