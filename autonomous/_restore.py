@@ -8,7 +8,7 @@ and the inbox and control events from the checkpoint's horizon.
 
 The history is the fold of those events (:class:`History`, the fold the live run grows its
 conversation by): the turns closed by a checkpoint, plus, for a turn the process did not
-finish, its committed prefix (:class:`Unfinished`, the open turn at the end of the fold), whose
+finish, its committed prefix (:class:`OpenTurn`, the open turn at the end of the fold), whose
 unanswered tool calls the resumed run answers before anything else. A prompt the model never
 answered is not history: the resumed run sends its inbox messages again in a turn of its own.
 """
@@ -41,10 +41,6 @@ from ._inbox import InboxMessage
 from ._session_state import SessionState
 from ._session_state import horizon as first_unseen
 
-#: A turn the process did not finish, which the resumed run goes on with: the open turn at
-#: the end of the fold, the model's answer to its prompt in the log (see :class:`OpenTurn`).
-Unfinished = OpenTurn
-
 
 @attrs.frozen
 class Restored:
@@ -60,7 +56,7 @@ class Restored:
     delivered: frozenset[str]
     paused: bool
     last_seq: int
-    unfinished: Unfinished | None = None
+    unfinished: OpenTurn | None = None
     stopped: bool = False
     woken: bool = False
     #: The session's budgets as last recorded (None: a session from before they were).
@@ -118,7 +114,7 @@ async def restore(
     )
 
 
-def _unfinished(history: History) -> Unfinished | None:
+def _unfinished(history: History) -> OpenTurn | None:
     """The open turn at the end of the fold, which the resumed run goes on with, if the model
     answered in it (one it never answered is dropped: its inbox is delivered again)."""
     turn = history.open_turn

@@ -29,7 +29,6 @@ from ._result import AutonomousStatus, RunResult, StopReason
 
 __all__ = [
     "Lifecycle",
-    "OpenTurn",
     "Retrying",
     "RunState",
     "StateCell",

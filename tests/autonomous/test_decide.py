@@ -33,9 +33,9 @@ from autonomous._decide import (
     turn_prompt,
 )
 from autonomous._exit_tools import DoneSignal
+from autonomous._history import OpenTurn
 from autonomous._inbox import InboxMessage
 from autonomous._options import RunOptions
-from autonomous._restore import Unfinished
 from autonomous._run_state import Lifecycle, RunState, Tally, status_for
 from scheduler import ScheduleEvent
 
@@ -378,7 +378,7 @@ class TestBeforeTurn:
 
     def test_a_resumed_turn_counted_already_starts_none(self) -> None:
         """A resumed, unfinished turn is counted in the totals: max_turns does not stop it."""
-        resumed = Unfinished(
+        resumed = OpenTurn(
             turn=10, calls=(), first_index=0, inbox_ids=(), complete=False, answered=True
         )
         state = state_of(Totals(turns=10), resumed_turn=resumed)
