@@ -3,46 +3,30 @@
 Importing it imports neither litellm (seconds: only a litellm model's use does, in _models/)
 nor the command's modules (only running the command does): see bench/startup.py.
 
-Map (the core is flat here; its edges are the sub-packages at the end):
-    _driver.py        run_autonomous, start_autonomous, resume_autonomous (the entry points)
-    _run.py           one run's lifecycle: build, session, lease, resume, exits, checkpoints
-    _run_state.py     RunState: the run's state as one value (to and from checkpoints, results)
-    _loop.py          the turn loop over a RunState, handed its parts (LoopDeps): turns, the waits
-    _turn.py          one turn: model calls and tool calls, budgets between model calls
-    _decide.py        the loop's decisions as pure functions (budgets, next step, wake clamp)
-    _handle.py        AutonomousHandle
-    _agent.py         Agent
-    _model.py         the Model protocol and the message types
-    _tools.py         Tool, function_tool, argument parsing, call contexts (idempotency keys)
-    _tool_table.py    ToolTable: a run's tools when MCP servers add to the agent's own
-    _schema.py        JSON schemas from type hints
-    _tool_result.py   ToolOutcome, and a tool call's value or error as the text the model reads
-    _text.py          cleaning model and tool text at the edges (lone surrogates)
-    _exit_tools.py    the exit tools: the done tool and the schedule tool
-    _control_requests.py  RunControls: pause, resume, stop, inject, wake; ControlAction
-    _history.py       History: the conversation as one fold of events (live and on resume); the
-                      window (cut in blocks, window_start)
-    _conversation.py  the run's conversation: the events it records, applied to its History
-    _inbox.py         the inbox and the wake signal
-    _progress.py      typed progress events and their fan-out to the callback and streams
-    _observer.py      one observer per run: each event once, to log, progress, supervisor, telemetry
-    _options.py       RunOptions (every keyword option, validated) and RunKwargs (their types)
-    _result.py        StopReason, AutonomousStatus, RetryDecision, RunResult
-    _remote.py        send_inject / send_control: control a session through its event log
-    _durable.py       the session lease (or one lent: AdoptedLease), its heartbeat, the log watch
-    _restore.py       rebuilding a run from its session's log: reads, then folds the history
-    _session_state.py a session's state from outside a run: completed, stopped, the horizon
-    _summary.py       summaries of the turns the history window cuts (history_summary_model)
-    _supervisor.py    supervisors: decisions, rules, the snapshot they see; _judge.py the LLM judge
-    _telemetry.py     OpenTelemetry GenAI spans, histograms and counters (optional); trace_context
-    _genai_content.py messages and tool content as the GenAI conventions shape them (opt-in)
-    _steering.py      steering and skill files, scoped to the agent's directory
-    _callers.py       permissions.Caller from the originator recorded with an inbox message
+Map. The top level holds the vocabulary a user meets (the errors, the model protocol and its
+messages, results, progress events, Agent and RunOptions); the machinery lives in folders by
+concept, each importing only from the ones listed before it (tests/test_structure.py):
     _errors.py        the error tree (AutonomousError at the root)
-    _clash.py         the check at import that eventlog, usage, ... are ours, not PyPI namesakes
     _logging.py       the library's loggers: the program's structlog set-up, else stdlib logging
-    __main__.py       python -m autonomous: the command
+    _clash.py         the check at import that eventlog, usage, ... are ours, not PyPI namesakes
+    _text.py          cleaning model and tool text at the edges (lone surrogates)
+    _model.py         the Model protocol and the message types
+    _result.py        StopReason, AutonomousStatus, RetryDecision, RunResult
+    _callers.py       permissions.Caller from the originator recorded with an inbox message
+    _progress.py      typed progress events and their fan-out to the callback and streams
     retry.py          public: retry policies (transient: HTTP 429/5xx and timeouts, with backoff)
+    _tools/           tools, their pydantic schemas and results, the exit tools
+    _observe/         the observer (one emit), telemetry, supervisors and the LLM judge
+    _agent.py         Agent
+    _steering.py      steering and skill files, scoped to the agent's directory
+    _options.py       RunOptions (every keyword option, validated) and RunKwargs (their types)
+    _state/           the run's state folded from its log: History, the conversation, RunState
+    _control/         pause, resume, stop, inject and wake: RunControls, the inbox, send_control
+    _durable/         the session lease and log watch; restoring a run from its log
+    _run/             the entry points, the handle, a run's lifecycle, the loop, a turn, next_step
+    __main__.py       python -m autonomous: the command
+Its edges, sub-packages the core is imported by (or, for the models, reaches only through
+model_for and output_limit):
     _models/          the model edge: litellm, local llama.cpp models
     mcp/              public, the [mcp] extra: MCPServer, MCP servers' tools as a run's tools
     _cli/             the `autonomous` command, agent spec files, validation
@@ -60,8 +44,8 @@ from ._cli._spec import AgentSpec
 from ._cli._spec import Problem as SpecProblem
 from ._cli._spec_reader import load_spec
 from ._cli._validate import validate as validate_spec
-from ._driver import resume_autonomous, run_autonomous, start_autonomous
-from ._durable import AdoptedLease
+from ._control._remote import send_control, send_inject
+from ._durable._durable import AdoptedLease
 from ._errors import (
     AutonomousError,
     BuildError,
@@ -75,10 +59,20 @@ from ._errors import (
     TurnError,
     TurnTimeout,
 )
-from ._handle import AutonomousHandle
-from ._judge import LLMJudge
 from ._model import Message, Model, ModelResponse, ToolCall
 from ._models._local import LocalModelUnavailable, register_local_models
+from ._observe._judge import LLMJudge
+from ._observe._supervisor import (
+    AbortRun,
+    PauseRun,
+    Proceed,
+    RulesSupervisor,
+    Steer,
+    Supervisor,
+    SupervisorDecision,
+    SupervisorSnapshot,
+)
+from ._observe._telemetry import Telemetry
 from ._options import RunKwargs, RunOptions
 from ._progress import (
     CheckpointWritten,
@@ -96,21 +90,17 @@ from ._progress import (
     TurnStarted,
     Woke,
 )
-from ._remote import send_control, send_inject
 from ._result import AutonomousStatus, RetryDecision, RunResult, StopReason
-from ._supervisor import (
-    AbortRun,
-    PauseRun,
-    Proceed,
-    RulesSupervisor,
-    Steer,
-    Supervisor,
-    SupervisorDecision,
-    SupervisorSnapshot,
+from ._run._driver import resume_autonomous, run_autonomous, start_autonomous
+from ._run._handle import AutonomousHandle
+from ._tools._tool_result import ToolOutcome
+from ._tools._tools import (
+    Tool,
+    ToolArgumentError,
+    ToolCallContext,
+    current_tool_call,
+    function_tool,
 )
-from ._telemetry import Telemetry
-from ._tool_result import ToolOutcome
-from ._tools import Tool, ToolArgumentError, ToolCallContext, current_tool_call, function_tool
 
 __all__ = [
     "AbortRun",

@@ -13,7 +13,7 @@ from eventlog import SessionRef
 from ._errors import ConfigurationError
 from ._model import Model
 from ._steering import LoadedFiles, Problem, check_scoped, load_scoped
-from ._tools import Tool
+from ._tools._tools import Tool
 
 if TYPE_CHECKING:
     from .mcp import MCPServer

@@ -16,9 +16,9 @@ from usage import Pricing, Tracker
 
 from ._errors import ConfigurationError
 from ._model import Model
+from ._observe._supervisor import SupervisorFunction
+from ._observe._telemetry import Telemetry
 from ._progress import ProgressCallback
-from ._supervisor import SupervisorFunction
-from ._telemetry import Telemetry
 from .retry import RetryFunction, RetryPolicy, as_policy
 
 #: ``async (turn_no) -> None``; raising aborts the run with ``retry_policy_aborted``.

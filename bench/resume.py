@@ -10,7 +10,7 @@ new process would) and times, in milliseconds:
     open     opening the file (connection, pragmas, schema check)
     lease    log.acquire_lease on the open log
     ckpt     log.latest_checkpoint
-    restore  autonomous._restore.restore(..., window=Window(20, 5)), as a run with history_turns=20: checkpoint, tail, window, inbox
+    restore  autonomous._durable._restore.restore(..., window=Window(20, 5)), as a run with history_turns=20: checkpoint, tail, window, inbox
     total    resume_autonomous(build, ref, history_turns=20, ...) from the call (file not yet
              open) to the start of the first model call, end to end
     all-hist the same total with history_turns=0 (the whole history is loaded)
@@ -50,9 +50,9 @@ import structlog
 from resume_history import APP, CHECK, HISTORY_TURNS, USER, Built, build_session
 
 from autonomous import Agent, resume_autonomous, send_inject, start_autonomous
-from autonomous._history import Window
+from autonomous._durable._restore import restore
 from autonomous._options import RunOptions
-from autonomous._restore import restore
+from autonomous._state._history import Window
 from autonomous.testing import ScriptedModel, call, reply
 from eventlog import (
     EventKind,

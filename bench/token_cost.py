@@ -35,9 +35,9 @@ import attrs
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from autonomous import Agent, Tool, function_tool, run_autonomous
-from autonomous._history import window_start
 from autonomous._models import LiteLLMModel
 from autonomous._options import make_options
+from autonomous._state._history import window_start
 from autonomous.testing._server import ScriptedServer, Step, call, reply
 from usage import Pricing
 

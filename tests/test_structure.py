@@ -81,6 +81,45 @@ class TestLayers:
         )
         assert [] == crossing
 
+    #: The core of ``autonomous`` from the bottom up: the top level's vocabulary, then the
+    #: concept folders (and the top-level modules that configure a run). A module imports from
+    #: its own layer or the ones below, never from one above.
+    CORE_LAYERS = (
+        ("_errors", "_logging", "_clash", "_text", "_model", "_result", "_callers", "_progress"),
+        ("retry",),
+        ("_tools",),
+        ("_observe",),
+        ("_agent", "_steering", "_options"),
+        ("_state",),
+        ("_control",),
+        ("_durable",),
+        ("_run",),
+    )
+    #: Sub-packages outside the layers: the edges and the public faces.
+    OUTSIDE = ("_models", "_cli", "testing", "mcp", "__init__", "__main__")
+
+    def _layer(self, module: str) -> int | None:
+        part = module.split(".")[1] if module.count(".") else "__init__"
+        for i, layer in enumerate(self.CORE_LAYERS):
+            if part in layer:
+                return i
+        assert part in self.OUTSIDE, f"{module} is in no layer of CORE_LAYERS"
+        return None
+
+    def test_the_core_imports_its_own_layer_or_lower_ones(self) -> None:
+        """No core module imports from a layer above its own: the folders show the design."""
+        upward = []
+        for path in (ROOT / "autonomous").rglob("*.py"):
+            name = _name(path)
+            mine = self._layer(name)
+            if mine is None:
+                continue
+            for target in _imports(path):
+                theirs = self._layer(target) if target.startswith("autonomous.") else None
+                if theirs is not None and theirs > mine:
+                    upward.append(f"{name} -> {target}")
+        assert [] == sorted(upward)
+
     def test_lower_packages_never_import_autonomous(self) -> None:
         """usage, permissions, eventlog and scheduler depend on nothing of autonomous."""
         crossing = sorted(

@@ -65,10 +65,10 @@ from eventlog import (
 from eventlog import SessionSummary as Summary
 from scheduler import Clock, SystemClock
 
-from .._driver import resume_autonomous
-from .._durable import AdoptedLease
+from .._durable._durable import AdoptedLease
 from .._logging import get_logger
 from .._result import RunResult, StopReason
+from .._run._driver import resume_autonomous
 from ._budgets import budgets_in_force, recorded_budgets, resume_options
 from ._common import CliError, prepare_litellm, spec_of_session
 from ._decimals import usd

@@ -8,7 +8,7 @@ import getpass
 
 from permissions import Caller
 
-from .._remote import send_control, send_inject
+from .._control._remote import send_control, send_inject
 from ._common import (
     CliError,
     cli_errors,

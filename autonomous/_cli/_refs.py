@@ -18,7 +18,7 @@ import attrs
 
 from .._errors import ConfigurationError
 from .._model import Model
-from .._tools import Tool, function_tool
+from .._tools._tools import Tool, function_tool
 
 __all__ = ["SCRIPTED", "ToolRef", "import_ref", "scripted_factory", "tool_from_ref"]
 

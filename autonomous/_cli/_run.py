@@ -27,12 +27,12 @@ from eventlog import (
 )
 from permissions import Prompter, TerminalPrompter
 
-from .._driver import resume_autonomous, run_autonomous
+from .._control._session_state import session_state
 from .._errors import ConfigurationError
 from .._options import make_options
 from .._result import RunResult, StopReason
-from .._run import refuse_started
-from .._session_state import session_state
+from .._run._driver import resume_autonomous, run_autonomous
+from .._run._run import refuse_started
 from ._budgets import budgets_in_force, recorded_budgets, resume_options
 from ._common import (
     CliError,

@@ -79,7 +79,7 @@ from .._agent import Agent
 from .._errors import ConfigurationError
 from .._model import Model
 from .._result import StopReason
-from .._tools import Tool
+from .._tools._tools import Tool
 from ..retry import TransientRetry, transient
 from ._refs import SCRIPTED, ToolRef, scripted_factory, tool_from_ref
 

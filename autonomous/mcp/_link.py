@@ -24,8 +24,8 @@ from structlog.typing import FilteringBoundLogger
 from scheduler import Clock, SystemClock
 
 from .._errors import MCPServerError
-from .._telemetry import trace_context
-from .._tool_result import ToolInterrupted
+from .._observe._telemetry import trace_context
+from .._tools._tool_result import ToolInterrupted
 from ._server import MCPServer
 from ._transport import WatchedStream, connect
 

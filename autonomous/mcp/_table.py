@@ -15,7 +15,7 @@ from structlog.typing import FilteringBoundLogger
 from scheduler import Clock
 
 from .._errors import ConfigurationError
-from .._tools import Tool
+from .._tools._tools import Tool
 from ._content import result_text
 from ._link import Link, reason
 from ._server import MCPServer
@@ -24,7 +24,7 @@ _UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
 
 
 class MCPToolTable:
-    """The tools of a run with MCP servers (a :class:`autonomous._tool_table.ToolTable`).
+    """The tools of a run with MCP servers (a :class:`autonomous._run._tool_table.ToolTable`).
 
     A server's tool keeps its own name unless a tool of the agent, or of another server, has
     it: then it is ``{server}__{tool}``. Names are made safe for every provider (letters,

@@ -25,9 +25,8 @@ from autonomous import (
     run_autonomous,
     start_autonomous,
 )
-from autonomous._history import INTERRUPTED
-from autonomous._judge import LLMJudge
-from autonomous._supervisor import (
+from autonomous._observe._judge import LLMJudge
+from autonomous._observe._supervisor import (
     AbortRun,
     PauseRun,
     RulesSupervisor,
@@ -35,6 +34,7 @@ from autonomous._supervisor import (
     SupervisorSnapshot,
     steer_message,
 )
+from autonomous._state._history import INTERRUPTED
 from autonomous.testing import FakeClock, ScriptedModel, call, calls, done, reply, server
 from autonomous.testing._server import ScriptedServer
 from eventlog import Checkpoint, Control, EventKind, SessionRef

@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from autonomous import Agent, StopReason, Tool, function_tool, run_autonomous
-from autonomous._decide import Totals, call_would_pass, estimate_input_tokens, prompt_chars
 from autonomous._options import make_options
+from autonomous._run._decide import Totals, call_would_pass, estimate_input_tokens, prompt_chars
 from autonomous.testing._server import ScriptedServer, call, reply
 from tests.support import API_KEY, MODEL
 from usage import Pricing, Usage

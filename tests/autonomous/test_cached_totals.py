@@ -10,9 +10,9 @@ import pytest
 from autonomous import Agent, StopReason, Tool, function_tool, resume_autonomous, run_autonomous
 from autonomous._cli._run import checkpoint_summary, result_summary
 from autonomous._cli._show import _describe_checkpoint
-from autonomous._decide import Totals
 from autonomous._model import ModelResponse
-from autonomous._telemetry import Telemetry
+from autonomous._observe._telemetry import Telemetry
+from autonomous._run._decide import Totals
 from autonomous.testing._server import ScriptedServer, call, reply
 from eventlog import SCHEMA_VERSION, Checkpoint, SessionRef
 from eventlog._codec import decode_payload

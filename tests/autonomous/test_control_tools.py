@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 import pytest
 
 from autonomous import Agent, StopReason, Tool, run_autonomous
-from autonomous._exit_tools import ControlTools
-from autonomous._tool_result import ToolOutcome
+from autonomous._tools._exit_tools import ControlTools
+from autonomous._tools._tool_result import ToolOutcome
 from autonomous.testing import FakeClock, ScriptedModel, call, done, reply
 from scheduler import ExitOnDeferScheduler, ScheduleEvent, SleepScheduler
 

@@ -12,7 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from autonomous import AutonomousStatus, RetryDecision, StopReason
-from autonomous._decide import (
+from autonomous._control._inbox import InboxMessage
+from autonomous._options import RunOptions
+from autonomous._run._decide import (
     Attempt,
     Continue,
     Finish,
@@ -32,11 +34,9 @@ from autonomous._decide import (
     turn_budget,
     turn_prompt,
 )
-from autonomous._exit_tools import DoneSignal
-from autonomous._history import OpenTurn
-from autonomous._inbox import InboxMessage
-from autonomous._options import RunOptions
-from autonomous._run_state import Lifecycle, RunState, Tally, status_for
+from autonomous._state._history import OpenTurn
+from autonomous._state._run_state import Lifecycle, RunState, Tally, status_for
+from autonomous._tools._exit_tools import DoneSignal
 from scheduler import ScheduleEvent
 
 caps = st.integers(min_value=0, max_value=1000)

@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from autonomous import Agent, RetryDecision, function_tool, resume_autonomous, run_autonomous
-from autonomous._history import History, Window
+from autonomous._durable._restore import restore
 from autonomous._options import RunOptions
-from autonomous._restore import restore
+from autonomous._state._history import History, Window
 from autonomous.testing import ScriptedModel, calls, reply
 from eventlog import (
     AssistantMessage,

@@ -26,9 +26,9 @@ from autonomous import (
     run_autonomous,
     start_autonomous,
 )
-from autonomous._history import window_start
 from autonomous._models import LiteLLMModel
 from autonomous._options import make_options
+from autonomous._state._history import window_start
 from autonomous.testing import FakeClock, ScriptedModel
 from autonomous.testing._server import ScriptedServer, Step, call, calls, error, reply
 from eventlog import EventKind, HistorySummary, MemoryEventLog, SessionRef

@@ -17,8 +17,8 @@ from autonomous import (
     function_tool,
     run_autonomous,
 )
-from autonomous._schema import json_schema_for
-from autonomous._tools import parse_arguments, tool_call_context
+from autonomous._tools._schema import json_schema_for
+from autonomous._tools._tools import parse_arguments, tool_call_context
 from autonomous.testing import ScriptedModel, call, calls, done, reply
 
 from .helpers import memory_session

@@ -23,7 +23,7 @@ from autonomous import (
     run_autonomous,
     start_autonomous,
 )
-from autonomous._remote import send_control, send_inject
+from autonomous._control._remote import send_control, send_inject
 from autonomous.testing import FakeClock, ScriptedModel, call, done, reply
 from eventlog import (
     EventKind,

@@ -37,7 +37,7 @@ from autonomous import (
     run_autonomous,
     start_autonomous,
 )
-from autonomous._supervisor import Steer
+from autonomous._observe._supervisor import Steer
 from autonomous.testing import FakeClock, ScriptedModel, call, calls, done, reply, server
 from autonomous.testing._server import ScriptedServer
 from scheduler import SleepScheduler

@@ -14,7 +14,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from autonomous import ToolOutcome
-from autonomous._observer import Observer
+from autonomous._observe._observer import Observer
+from autonomous._observe._supervisor import RecentEvents
+from autonomous._observe._telemetry import Telemetry
 from autonomous._progress import (
     CheckpointWritten,
     ModelCalled,
@@ -30,8 +32,6 @@ from autonomous._progress import (
     TurnFinished,
     TurnStarted,
 )
-from autonomous._supervisor import RecentEvents
-from autonomous._telemetry import Telemetry
 
 pytestmark = pytest.mark.anyio
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from autonomous import Agent, StopReason, run_autonomous
-from autonomous._history import Window
-from autonomous._restore import restore
+from autonomous._durable._restore import restore
+from autonomous._state._history import Window
 from autonomous.testing import ScriptedModel, reply
 from eventlog import Event, EventKind, MemoryEventLog, SessionRef
 

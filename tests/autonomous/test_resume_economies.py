@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 from autonomous import AdoptedLease, Agent, StopReason, resume_autonomous
-from autonomous._remote import send_inject
+from autonomous._control._remote import send_inject
 from autonomous.testing import FakeClock, ScriptedModel, done, reply
 from eventlog import Event, EventKind, Lease, LeaseHolder, SessionKey, SessionRef
 

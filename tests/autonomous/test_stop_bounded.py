@@ -28,7 +28,7 @@ from autonomous import (
     run_autonomous,
     start_autonomous,
 )
-from autonomous import _run as run_module
+from autonomous._run import _run as run_module
 from autonomous.testing import FakeClock, ScriptedModel, call, done
 from eventlog import Checkpoint, PostgresEventLog, SessionRef
 

@@ -10,13 +10,10 @@ import attrs
 import pytest
 import structlog
 
-from autonomous._decide import Totals
 from autonomous._errors import ConfigurationError
-from autonomous._judge import LLMJudge, parse_verdict, snapshot_json
 from autonomous._models._litellm import LiteLLMModel
-from autonomous._options import RunOptions
-from autonomous._progress import ModelCalled, ToolCalled, TurnFinished, TurnStarted
-from autonomous._supervisor import (
+from autonomous._observe._judge import LLMJudge, parse_verdict, snapshot_json
+from autonomous._observe._supervisor import (
     AbortRun,
     BudgetsLeft,
     PauseRun,
@@ -30,6 +27,9 @@ from autonomous._supervisor import (
     consult,
     steer_message,
 )
+from autonomous._options import RunOptions
+from autonomous._progress import ModelCalled, ToolCalled, TurnFinished, TurnStarted
+from autonomous._run._decide import Totals
 from autonomous.testing import FakeClock, ScriptedModel, reply
 
 pytestmark = pytest.mark.anyio

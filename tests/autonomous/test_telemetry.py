@@ -12,7 +12,7 @@ import pytest
 from opentelemetry.trace import StatusCode
 
 from autonomous import ModelResponse
-from autonomous._telemetry import Telemetry
+from autonomous._observe._telemetry import Telemetry
 from usage import Usage
 
 from ..support.otel import Otel
@@ -163,7 +163,7 @@ class TestDisabled:
             """
             import sys
             sys.modules["opentelemetry"] = None
-            from autonomous._telemetry import Telemetry
+            from autonomous._observe._telemetry import Telemetry
             t = Telemetry.create()
             from autonomous import ModelResponse
             with t.run_span("s", "a"), t.turn_span(1), t.model_span(1, "m") as span:

@@ -15,7 +15,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from autonomous import ModelResponse, StopReason, Telemetry, run_autonomous
 from autonomous._models._litellm import LiteLLMModel
-from autonomous._telemetry import provider_name, trace_context
+from autonomous._observe._telemetry import provider_name, trace_context
 from autonomous.testing import ScriptedModel, call, reply
 from eventlog import SessionRef
 

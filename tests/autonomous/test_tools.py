@@ -16,9 +16,9 @@ import pydantic
 import pytest
 
 from autonomous._errors import ConfigurationError, TurnError
-from autonomous._schema import description_from_doc, json_schema_for
-from autonomous._tool_result import format_error, format_result
-from autonomous._tools import (
+from autonomous._tools._schema import description_from_doc, json_schema_for
+from autonomous._tools._tool_result import format_error, format_result
+from autonomous._tools._tools import (
     Tool,
     ToolArgumentError,
     function_tool,

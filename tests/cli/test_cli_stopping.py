@@ -25,10 +25,10 @@ import anyio
 import psycopg
 import pytest
 
-from autonomous import _run as run_module
 from autonomous._cli import _run as cli_run
 from autonomous._cli._exits import Exit
 from autonomous._cli._spec_reader import load_spec
+from autonomous._run import _run as run_module
 from eventlog import SessionKey
 
 from ..autonomous.stores import DurableStore

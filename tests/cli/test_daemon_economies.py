@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import pytest
 
-from autonomous._remote import send_inject
+from autonomous._control._remote import send_inject
 from eventlog import Event, Lease
 
 from .test_daemon_fleet import _async_len_at_least, deferred_fleet, key_of, until

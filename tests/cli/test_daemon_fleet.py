@@ -19,7 +19,7 @@ from autonomous import run_autonomous
 from autonomous._cli._common import SPEC_NOTE, adopt_spec, record_spec
 from autonomous._cli._daemon import Daemon
 from autonomous._cli._spec_reader import load_spec
-from autonomous._remote import send_control, send_inject
+from autonomous._control._remote import send_control, send_inject
 from eventlog import (
     SCHEMA_VERSION,
     Checkpoint,

@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from autonomous._telemetry import Telemetry
+from autonomous._observe._telemetry import Telemetry
 
 #: Attribute pairs, sorted: how a metric's data point is told apart.
 Pairs = tuple[tuple[str, Any], ...]

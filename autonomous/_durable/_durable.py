@@ -27,10 +27,10 @@ from eventlog import (
 )
 from scheduler import Clock
 
-from ._control_requests import latest_control_seq
-from ._logging import get_logger
-from ._options import RunOptions
-from ._result import StopReason
+from .._control._control_requests import latest_control_seq
+from .._logging import get_logger
+from .._options import RunOptions
+from .._result import StopReason
 
 #: The events a run obeys: inbox messages and control requests (from any process).
 WATCH_KINDS = (EventKind.INBOX_QUEUED, EventKind.CONTROL)

@@ -10,11 +10,11 @@ import attrs
 
 from usage import Usage
 
-from ._errors import ConfigurationError
-from ._logging import get_logger
-from ._model import Message, Model
-from ._models._litellm import LiteLLMModel
-from ._progress import ProgressEvent
+from .._errors import ConfigurationError
+from .._logging import get_logger
+from .._model import Message, Model
+from .._models._litellm import LiteLLMModel
+from .._progress import ProgressEvent
 from ._supervisor import (
     AbortRun,
     PauseRun,

@@ -11,10 +11,10 @@ from structlog.typing import FilteringBoundLogger
 
 from scheduler import Clock
 
-from ._tools import Tool
+from .._tools._tools import Tool
 
 if TYPE_CHECKING:
-    from ._agent import Agent
+    from .._agent import Agent
 
 
 class ToolTable(Protocol):
@@ -51,7 +51,7 @@ async def open_tool_table(
     """
     if not agent.mcp_servers:
         return None
-    from .mcp._table import MCPToolTable
+    from ..mcp._table import MCPToolTable
 
     table = MCPToolTable(agent.mcp_servers, agent.tools, log, clock=clock, time_left=time_left)
     return await stack.enter_async_context(table.connected())

@@ -14,12 +14,12 @@ from anyio.abc import TaskGroup
 from eventlog import SessionRef
 from permissions import GateWouldDeadlock as _GateDeadlock
 
-from ._agent import BuildFn, RebuildFn
-from ._durable import AdoptedLease
-from ._errors import ConfigurationError, GateWouldDeadlock
+from .._agent import BuildFn, RebuildFn
+from .._durable._durable import AdoptedLease
+from .._errors import ConfigurationError, GateWouldDeadlock
+from .._options import BUDGET_NAMES, RunKwargs, RunOptions, make_options
+from .._result import RunResult
 from ._handle import AutonomousHandle
-from ._options import BUDGET_NAMES, RunKwargs, RunOptions, make_options
-from ._result import RunResult
 from ._run import Run
 
 

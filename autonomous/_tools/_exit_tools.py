@@ -10,8 +10,8 @@ import attrs
 
 from scheduler import Clock, ScheduleEvent
 
+from .._text import cleaned
 from ._schema import JSON_TYPES
-from ._text import cleaned
 from ._tool_result import ToolOutcome
 from ._tools import Tool
 

@@ -24,16 +24,16 @@ import attrs
 from eventlog import HistorySummary
 from usage import Pricing, Tracker, Usage
 
-from ._conversation import Conversation
+from .._errors import TurnTimeout
+from .._model import Message, Model, ModelResponse
+from .._models import LiteLLMModel, model_for, output_limit
+from .._observe._observer import Observer
+from .._options import RunOptions
+from .._progress import HistorySummarized, ModelCalling
+from .._state._conversation import Conversation
+from .._state._history import DroppedBlock
+from .._state._run_state import Tally
 from ._decide import call_would_pass, estimate_input_tokens, prompt_chars
-from ._errors import TurnTimeout
-from ._history import DroppedBlock
-from ._model import Message, Model, ModelResponse
-from ._models import LiteLLMModel, model_for, output_limit
-from ._observer import Observer
-from ._options import RunOptions
-from ._progress import HistorySummarized, ModelCalling
-from ._run_state import Tally
 
 #: What the summary model is told to do.
 SUMMARY_INSTRUCTIONS = (

@@ -1,6 +1,6 @@
 """Message and tool content in the shape of the OpenTelemetry GenAI conventions (opt-in only).
 
-:class:`~autonomous._telemetry.Telemetry` calls these only when content capture is on; each
+:class:`~autonomous._observe._telemetry.Telemetry` calls these only when content capture is on; each
 returns the JSON text of one attribute:
 
     system_instructions   ``gen_ai.system_instructions``: the system message's text parts
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._model import Message, ModelResponse
+    from .._model import Message, ModelResponse
 
 __all__ = ["input_messages", "output_messages", "system_instructions"]
 

@@ -16,9 +16,9 @@ from eventlog import (
     UserMessage,
 )
 
+from .._model import Message, ModelResponse
+from .._tools._tool_result import ToolOutcome
 from ._history import History, Window
-from ._model import Message, ModelResponse
-from ._tool_result import ToolOutcome
 
 
 @attrs.define(eq=False)

@@ -18,12 +18,12 @@ import attrs
 
 from scheduler import ScheduleEvent
 
-from ._exit_tools import DoneSignal
-from ._inbox import InboxMessage, inbox_block
-from ._options import RunOptions
-from ._result import RetryDecision, StopReason
-from ._run_state import Retrying, RunState, Totals
-from ._tool_result import error_record
+from .._control._inbox import InboxMessage, inbox_block
+from .._options import RunOptions
+from .._result import RetryDecision, StopReason
+from .._state._run_state import Retrying, RunState, Totals
+from .._tools._exit_tools import DoneSignal
+from .._tools._tool_result import error_record
 
 __all__ = [
     "CHARS_PER_TOKEN",

@@ -3,7 +3,7 @@ its lifecycle (pause, stop, the end), from which the handle's status is derived.
 
 It turns into a checkpoint and a result, and a checkpoint turns back into it (resume, and a
 session that finished already). A frozen value, kept in one :class:`StateCell` per run and
-replaced whole: by :func:`~autonomous._decide.next_step` after each attempt, by the few
+replaced whole: by :func:`~autonomous._run._decide.next_step` after each attempt, by the few
 changes the loop and the run make around it (a resume, a wake, the exit's reason), and by
 the run's controls (pause, resume, stop, a lost lease, the end), which change its
 :class:`Lifecycle` in one method. No status is stored: :attr:`Lifecycle.status` computes it,
@@ -24,8 +24,8 @@ import attrs
 from eventlog import Budgets, Checkpoint
 from usage import Usage
 
+from .._result import AutonomousStatus, RunResult, StopReason
 from ._history import OpenTurn
-from ._result import AutonomousStatus, RunResult, StopReason
 
 __all__ = [
     "Lifecycle",

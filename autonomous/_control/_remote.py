@@ -17,9 +17,9 @@ from eventlog import (
 )
 from permissions import Caller
 
-from ._callers import to_originator
+from .._callers import to_originator
+from .._errors import ConfigurationError
 from ._control_requests import ControlAction
-from ._errors import ConfigurationError
 from ._inbox import author_of, check_inject, inject_event
 from ._session_state import session_state
 

@@ -2,7 +2,7 @@
 
 ``Telemetry.create()`` imports ``opentelemetry`` (the optional ``otel`` extra) when it can and
 returns a no-op instance otherwise. The no-op path is one flag check per call and hands out a
-shared :func:`contextlib.nullcontext`; the run's :class:`~autonomous._observer.Observer` is the
+shared :func:`contextlib.nullcontext`; the run's :class:`~._observer.Observer` is the
 one caller inside the driver.
 
 Spans (nested by the current-span context), named as the GenAI conventions say:
@@ -24,7 +24,7 @@ unless content capture is on (``capture_content=True``, or the conventions' vari
 ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``): then a chat span also has
 ``gen_ai.system_instructions``, ``gen_ai.input.messages`` and ``gen_ai.output.messages``, and a
 tool span ``gen_ai.tool.call.arguments`` and ``gen_ai.tool.call.result``
-(:mod:`autonomous._genai_content` shapes them). A span that ends by an exception gets its type
+(:mod:`._genai_content` shapes them). A span that ends by an exception gets its type
 name as ``error.type`` and an ERROR status whose description is that type name; a tool call
 that ended in ``error`` or ``timeout`` gets that outcome as its ``error.type``.
 
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from opentelemetry.metrics import Counter, Histogram, Meter, MeterProvider
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
-    from ._model import Message, Model, ModelResponse
+    from .._model import Message, Model, ModelResponse
 
 __all__ = [
     "CONTENT_VARIABLE",

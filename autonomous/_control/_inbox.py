@@ -10,7 +10,7 @@ import attrs
 
 from eventlog import Event, InboxQueued, Originator, SessionKey, new_event_id
 
-from ._errors import ConfigurationError
+from .._errors import ConfigurationError
 
 
 @attrs.frozen

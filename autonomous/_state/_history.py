@@ -43,7 +43,7 @@ from eventlog import (
     UserMessage,
 )
 
-from ._model import Message, ToolCall
+from .._model import Message, ToolCall
 
 #: What the model is told for a tool call whose outcome the log does not have.
 INTERRUPTED = (

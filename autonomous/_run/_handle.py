@@ -8,10 +8,10 @@ import attrs
 
 from permissions import Caller
 
-from ._callers import to_originator
-from ._errors import ConfigurationError
-from ._progress import ProgressEvent
-from ._result import AutonomousStatus, RunResult
+from .._callers import to_originator
+from .._errors import ConfigurationError
+from .._progress import ProgressEvent
+from .._result import AutonomousStatus, RunResult
 from ._run import Run
 
 

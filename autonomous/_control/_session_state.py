@@ -6,8 +6,8 @@ import attrs
 
 from eventlog import Checkpoint, Control, CorruptEvent, EventKind, EventLog, SessionKey
 
+from .._result import StopReason
 from ._control_requests import ControlAction
-from ._result import StopReason
 
 
 def horizon(cp: Checkpoint | None, cp_seq: int) -> int:

@@ -26,9 +26,9 @@ import attrs
 
 from scheduler import Clock, SystemClock
 
-from ._errors import ConfigurationError
-from ._logging import get_logger
-from ._progress import ProgressEvent, ToolCalled, TurnFinished
+from .._errors import ConfigurationError
+from .._logging import get_logger
+from .._progress import ProgressEvent, ToolCalled, TurnFinished
 
 __all__ = [
     "AbortRun",

@@ -13,8 +13,27 @@ from permissions import Caller, Decision, Gate
 from scheduler import ScheduleEvent
 from usage import Pricing, Tracker
 
-from ._callers import to_originator
-from ._conversation import Conversation
+from .._callers import to_originator
+from .._errors import ModelCallLimit, ModelError, ToolTimeoutError, TurnError, TurnTimeout
+from .._model import Message, Model, ModelResponse, ToolCall
+from .._models import output_limit
+from .._models._litellm import LiteLLMModel
+from .._observe._observer import Observer
+from .._options import RunOptions
+from .._progress import ModelCalled, ModelCalling, ToolCalled, ToolCalling
+from .._result import StopReason
+from .._state._conversation import Conversation
+from .._state._history import INTERRUPTED
+from .._state._run_state import Tally
+from .._tools._exit_tools import ControlTools, DoneSignal
+from .._tools._tool_result import ToolInterrupted, ToolOutcome, format_error, render_result
+from .._tools._tools import (
+    Tool,
+    ToolArgumentError,
+    ToolCallContext,
+    parse_arguments,
+    tool_call_context,
+)
 from ._decide import (
     Totals,
     TurnOutcome,
@@ -23,26 +42,7 @@ from ._decide import (
     estimate_input_tokens,
     prompt_chars,
 )
-from ._errors import ModelCallLimit, ModelError, ToolTimeoutError, TurnError, TurnTimeout
-from ._exit_tools import ControlTools, DoneSignal
-from ._history import INTERRUPTED
-from ._model import Message, Model, ModelResponse, ToolCall
-from ._models import output_limit
-from ._models._litellm import LiteLLMModel
-from ._observer import Observer
-from ._options import RunOptions
-from ._progress import ModelCalled, ModelCalling, ToolCalled, ToolCalling
-from ._result import StopReason
-from ._run_state import Tally
-from ._tool_result import ToolInterrupted, ToolOutcome, format_error, render_result
 from ._tool_table import ToolTable
-from ._tools import (
-    Tool,
-    ToolArgumentError,
-    ToolCallContext,
-    parse_arguments,
-    tool_call_context,
-)
 
 
 @attrs.define
@@ -257,7 +257,7 @@ class TurnRunner:
 
         The turn's last answer (no tool calls) goes in with the checkpoint after the turn,
         one commit for both, whoever listens; listeners hear of it once that is written (the
-        commit rule: :mod:`autonomous._observer`).
+        commit rule: :mod:`autonomous._observe._observer`).
         """
         conv = self.conv
         conv.add_answer(response, turn, cost)

@@ -18,17 +18,17 @@ from eventlog import (
     SessionKey,
 )
 
-from ._errors import RunFinished
+from .._errors import RunFinished
+from .._progress import Paused, Resumed
+from .._result import AutonomousStatus, StopReason
 from ._inbox import Inbox, InboxMessage, Wake, check_inject, inject_event
-from ._progress import Paused, Resumed
-from ._result import AutonomousStatus, StopReason
 
 if TYPE_CHECKING:
     from scheduler import Clock
 
-    from ._conversation import Conversation
-    from ._observer import Observer
-    from ._run_state import Lifecycle, StateCell
+    from .._observe._observer import Observer
+    from .._state._conversation import Conversation
+    from .._state._run_state import Lifecycle, StateCell
 
 #: The author of events the in-process handle writes; the log watcher skips these.
 HANDLE_AUTHOR = "handle"
@@ -50,7 +50,7 @@ class RunControls:
     The handle calls the ``request_*`` methods and :meth:`inject`; the log watch calls
     :meth:`apply_remote`; the loop parks in :meth:`park` and marks its sleeps with
     :meth:`set_idle`; the run sets :attr:`scope`, :attr:`conv`, a lost lease and the end.
-    What they change is the :class:`~autonomous._run_state.Lifecycle` part of the run's one
+    What they change is the :class:`~autonomous._state._run_state.Lifecycle` part of the run's one
     state, each time through :meth:`_change`; the status is derived from it, never stored.
     """
 

@@ -3,7 +3,7 @@
 Functions over the run's state (its :class:`StateCell`), handed the parts they talk to as one
 :class:`LoopDeps`; the run owns the exits and checkpoints and hands them in. The loop awaits and
 records: a turn's attempt returns a :class:`TurnOutcome`, and what follows it is decided by
-:func:`~autonomous._decide.next_step`, whose :class:`~autonomous._decide.Next` the loop carries
+:func:`~._decide.next_step`, whose :class:`~._decide.Next` the loop carries
 out (the new state, the inbox delivered, the checkpoint).
 """
 
@@ -22,10 +22,19 @@ from permissions import Caller
 from scheduler import Defer, ScheduleEvent, SleepScheduler
 from usage import Pricing
 
-from ._agent import Agent
-from ._callers import to_caller
-from ._control_requests import ControlAction, RunControls
-from ._conversation import Conversation
+from .._agent import Agent
+from .._callers import to_caller
+from .._control._control_requests import ControlAction, RunControls
+from .._control._inbox import InboxMessage
+from .._observe._observer import Observer
+from .._observe._supervisor import AbortRun, PauseRun, Steer, consult, steer_message
+from .._options import RunOptions
+from .._progress import Sleeping, TurnFinished, TurnStarted, Woke
+from .._result import RetryDecision, RunResult, StopReason
+from .._state._conversation import Conversation
+from .._state._history import INTERRUPTED
+from .._state._run_state import RunState, StateCell
+from .._tools._exit_tools import ControlTools
 from ._decide import (
     Attempt,
     Finish,
@@ -40,16 +49,7 @@ from ._decide import (
     next_step,
     turn_prompt,
 )
-from ._exit_tools import ControlTools
-from ._history import INTERRUPTED
-from ._inbox import InboxMessage
-from ._observer import Observer
-from ._options import RunOptions
-from ._progress import Sleeping, TurnFinished, TurnStarted, Woke
-from ._result import RetryDecision, RunResult, StopReason
-from ._run_state import RunState, StateCell
 from ._summary import Compactor
-from ._supervisor import AbortRun, PauseRun, Steer, consult, steer_message
 from ._tool_table import ToolTable
 from ._turn import TurnRunner
 

@@ -28,27 +28,27 @@ from eventlog import (
 )
 from usage import Pricing
 
-from ._agent import Agent
-from ._control_requests import RunControls
-from ._conversation import Conversation
-from ._durable import WATCH_KINDS, AdoptedLease, SessionKeeper
-from ._errors import BuildError, ConfigurationError
-from ._exit_tools import ControlTools
-from ._history import INTERRUPTED, Window
-from ._inbox import Inbox, Wake
-from ._logging import get_logger
+from .._agent import Agent
+from .._control._control_requests import RunControls
+from .._control._inbox import Inbox, Wake
+from .._control._session_state import SessionState, session_state
+from .._durable._durable import WATCH_KINDS, AdoptedLease, SessionKeeper
+from .._durable._restore import Restored, describe, restore, undelivered
+from .._errors import BuildError, ConfigurationError
+from .._logging import get_logger
+from .._models._litellm import LiteLLMModel
+from .._observe._observer import Observer
+from .._observe._telemetry import auto_telemetry
+from .._options import RunOptions, budgets_of, with_budgets
+from .._progress import CheckpointWritten, RunExited
+from .._result import RunResult, StopReason
+from .._state._conversation import Conversation
+from .._state._history import INTERRUPTED, Window
+from .._state._run_state import RunState, StateCell, Tally
+from .._tools._exit_tools import ControlTools
+from .._tools._tool_result import error_record
 from ._loop import LoopDeps, run_loop
-from ._models._litellm import LiteLLMModel
-from ._observer import Observer
-from ._options import RunOptions, budgets_of, with_budgets
-from ._progress import CheckpointWritten, RunExited
-from ._restore import Restored, describe, restore, undelivered
-from ._result import RunResult, StopReason
-from ._run_state import RunState, StateCell, Tally
-from ._session_state import SessionState, session_state
 from ._summary import compactor_for
-from ._telemetry import auto_telemetry
-from ._tool_result import error_record
 from ._tool_table import ToolTable, open_tool_table
 
 #: Seconds (on the run's clock) that the run's last calls to the store share: the inbox's last

@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from ._text import cleaned
+from .._text import cleaned
 
 
 class ToolOutcome(enum.StrEnum):

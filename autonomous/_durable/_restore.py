@@ -34,12 +34,12 @@ from eventlog import (
     UserMessage,
 )
 
-from ._control_requests import ControlAction
-from ._decide import Totals
-from ._history import HISTORY_KINDS, History, OpenTurn, Window
-from ._inbox import InboxMessage
-from ._session_state import SessionState
-from ._session_state import horizon as first_unseen
+from .._control._control_requests import ControlAction
+from .._control._inbox import InboxMessage
+from .._control._session_state import SessionState
+from .._control._session_state import horizon as first_unseen
+from .._state._history import HISTORY_KINDS, History, OpenTurn, Window
+from .._state._run_state import Totals
 
 
 @attrs.frozen

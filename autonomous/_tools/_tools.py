@@ -18,7 +18,8 @@ import attrs
 import pydantic
 
 from autonomous._errors import ConfigurationError
-from autonomous._schema import (
+from autonomous._text import cleaned
+from autonomous._tools._schema import (
     IDEMPOTENCY_KEY,
     JSON_TYPES,
     Arguments,
@@ -28,7 +29,6 @@ from autonomous._schema import (
     unwrap_partial,
     wants_idempotency_key,
 )
-from autonomous._text import cleaned
 
 _NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 T = TypeVar("T")

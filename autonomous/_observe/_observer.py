@@ -42,8 +42,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 from structlog.typing import FilteringBoundLogger
 
-from ._logging import get_logger
-from ._progress import (
+from .._logging import get_logger
+from .._progress import (
     CheckpointWritten,
     HistorySummarized,
     ModelCalled,
@@ -60,16 +60,16 @@ from ._progress import (
     TurnFinished,
     TurnStarted,
 )
+from .._tools._tool_result import ToolOutcome
 from ._supervisor import RecentEvents
 from ._telemetry import ChatSpan, Telemetry, provider_name
-from ._tool_result import ToolOutcome
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator, Sequence
 
     from opentelemetry.trace import Span
 
-    from ._model import Message, Model, ModelResponse, ToolCall
+    from .._model import Message, Model, ModelResponse, ToolCall
 
 __all__ = ["Observer"]
 
