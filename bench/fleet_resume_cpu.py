@@ -41,7 +41,7 @@ from tests.fleet.harness import seed, session_keys, template_events, write_agent
 
 def count_statements(counts: Counter[str]) -> None:
     """Count every statement a PostgresEventLog sends through its pool in ``counts``."""
-    from eventlog import _postgres_conn
+    from eventlog._postgres import _conn as _postgres_conn
 
     send = _postgres_conn.Database.all
 

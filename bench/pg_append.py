@@ -74,8 +74,8 @@ from eventlog import (
     ToolCallRecord,
     ToolResult,
 )
-from eventlog import _postgres_batch as pg_batch  # the bare statement's parameters
-from eventlog import _postgres_sql as pg_sql
+from eventlog._postgres import _batch as pg_batch  # the bare statement's parameters
+from eventlog._postgres import _sql as pg_sql
 
 #: The server the figures are taken on unless ``--dsn`` (or AUTONOMOUS_BENCH_PG) says another.
 DEFAULT_DSN = "postgresql://127.0.0.1:5432/test"

@@ -7,22 +7,10 @@ Map:
     _store.py    the EventLog protocol (with its own append_and_release and watch), SessionRef,
                  leases, claims, session summaries, prune results
     _memory.py   MemoryEventLog: in-process, not durable
-    _sqlite.py   SqliteEventLog: aiosqlite, WAL, one transaction per write, lease rows; its
-                 errors (a file it cannot use, an sqlite error turned into ours)
-    _sqlite_tx.py  what runs inside those transactions: inserts, the lease fence, claims,
-                 batched renewals, migration, a connection's set-up
-    _sqlite_prune.py  SqliteEventLog.prune's statements: candidates, a batch per transaction
-    _schema.py   SqliteEventLog's tables, statements and row conversions
-    _worker.py   aiosqlite's thread: one trip per operation, a daemon closed at exit
-    _postgres.py  PostgresEventLog: psycopg 3 async, a pool, one statement per write, claims
-    _postgres_sql.py  PostgresEventLog's SQL but prune's: schema, statements, migrations; how
-                 it stores text (U+0000 escaped, keys as parameters, notification payloads: a
-                 digest of the key); its rows read back (events, summaries, leases, claims)
-    _postgres_batch.py  a batch of events as its append statement's parameters (plain or JSON)
-    _postgres_conn.py  its pool and connections: the masked DSN, server errors, schema set-up
-    _postgres_prune.py  PostgresEventLog.prune's SQL and statements: candidates, a batch per
-                 statement
-    _postgres_listen.py  its LISTEN connection and Watch (wake-ups across processes)
+    _sqlite/     SqliteEventLog (aiosqlite, WAL, one transaction per write, lease rows) with its
+                 transactions, schema, prune and worker thread (its map opens _sqlite/)
+    _postgres/   PostgresEventLog (psycopg 3 async, a pool, one statement per write, claims)
+                 with its SQL, batches, connections, prune and LISTEN (its map opens _postgres/)
     _prune.py    the prune both durable logs run: finished (on request, interrupted) sessions,
                  emptied in short batches
     _summary_rows.py  session summary and lease rows read back, for both durable logs (a
@@ -72,7 +60,7 @@ from ._events import (
 )
 from ._memory import MemoryEventLog
 from ._rules import process_alive
-from ._sqlite import SqliteEventLog
+from ._sqlite._log import SqliteEventLog
 from ._store import (
     Claim,
     Clock,
@@ -87,12 +75,12 @@ from ._store import (
 )
 
 if TYPE_CHECKING:
-    from ._postgres import PostgresEventLog
-    from ._postgres_listen import Watch
+    from ._postgres._listen import Watch
+    from ._postgres._log import PostgresEventLog
 
 #: The names imported on first use: they need the [postgres] extra (psycopg), which
 #: ``import eventlog`` does not.
-_POSTGRES_NAMES = {"PostgresEventLog": "_postgres", "Watch": "_postgres_listen"}
+_POSTGRES_NAMES = {"PostgresEventLog": "_postgres._log", "Watch": "_postgres._listen"}
 
 
 def __getattr__(name: str) -> Any:

@@ -193,7 +193,7 @@ def woken_wake(summary: SessionSummary, woken_at: datetime | None) -> datetime |
     the request's is earlier). A wake before any checkpoint, or after one that did not defer,
     or that stopped the session, leaves the wake time as it is: nothing waits for it. Only the
     summary moves; the checkpoint in the log keeps its time. The SQL stores apply this rule
-    in their append statements (``_schema.MARK_WOKEN``, ``_postgres_sql.APPEND``).
+    in their append statements (``_sqlite._schema.MARK_WOKEN``, ``_postgres._sql.APPEND``).
     """
     wake = summary.next_wake_at
     if woken_at is None or summary.stop_reason != "deferred" or summary.stopped:

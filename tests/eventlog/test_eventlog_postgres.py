@@ -36,9 +36,9 @@ from eventlog import (
     UserMessage,
     Watch,
 )
-from eventlog import _postgres_conn as pgconn
-from eventlog._postgres_conn import mask_dsn
-from eventlog._postgres_sql import STORE_VERSION, notice
+from eventlog._postgres import _conn as pgconn
+from eventlog._postgres._conn import mask_dsn
+from eventlog._postgres._sql import STORE_VERSION, notice
 from tests.eventlog.conftest import FakeClock
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]

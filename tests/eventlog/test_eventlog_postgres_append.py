@@ -17,7 +17,7 @@ from eventlog import (
     SessionKey,
     UserMessage,
 )
-from eventlog import _postgres_sql as sql
+from eventlog._postgres import _sql as sql
 from tests.eventlog.conftest import FakeClock
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]

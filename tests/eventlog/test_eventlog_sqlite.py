@@ -38,7 +38,7 @@ from eventlog import (
     UnknownSchemaVersion,
     UserMessage,
 )
-from eventlog._schema import (
+from eventlog._sqlite._schema import (
     INSERT_EVENT,
     SELECT_CHECKPOINT,
     SELECT_DUE,
@@ -397,7 +397,7 @@ class TestTransactions:
         when the next queued write is already inside its own transaction on the thread: the
         failed one must not mistake that for its own stuck transaction and close the
         connection under it (seen with two daemons on one file)."""
-        from eventlog import _sqlite_tx
+        from eventlog._sqlite import _tx as _sqlite_tx
 
         real_insert = _sqlite_tx.insert
         go = threading.Event()
@@ -426,7 +426,7 @@ class TestTransactions:
     def test_a_failed_rollback_is_told_on_the_thread(self) -> None:
         """A transaction whose rollback fails too says so where it ran (StuckTransaction, the
         failure as its cause), so the log drops that connection and no other."""
-        from eventlog import _worker
+        from eventlog._sqlite import _worker
 
         class Unrollable:
             in_transaction = False

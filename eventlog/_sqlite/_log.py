@@ -14,13 +14,10 @@ from typing import Any, Self, TypeAlias, TypeVar
 import aiosqlite
 import anyio
 
-from . import _prune as pruning
-from . import _schema as sql
-from . import _sqlite_tx as tx
-from . import _worker as worker
-from ._errors import StoreUnavailable
-from ._events import Event, EventKind, SessionKey, check_key, utcnow
-from ._rules import (
+from .. import _prune as pruning
+from .._errors import StoreUnavailable
+from .._events import Event, EventKind, SessionKey, check_key, utcnow
+from .._rules import (
     as_utc,
     check_batch_keys,
     check_claim_limit,
@@ -28,8 +25,11 @@ from ._rules import (
     check_limit,
     lease_expiry,
 )
-from ._sqlite_prune import SqlitePruning
-from ._store import Claim, Clock, EventLog, Lease, LeaseHolder, PruneResult, SessionSummary
+from .._store import Claim, Clock, EventLog, Lease, LeaseHolder, PruneResult, SessionSummary
+from . import _schema as sql
+from . import _tx as tx
+from . import _worker as worker
+from ._prune import SqlitePruning
 
 T = TypeVar("T")
 

@@ -10,13 +10,13 @@ from typing import Any
 
 import attrs
 
+from .._errors import LeaseLost
+from .._events import EventKind
+from .._prune import LEASE_TTL, Candidate, Plan
+from .._rules import as_utc, lease_expiry
+from .._store import Clock, Lease
 from . import _schema as sql
 from . import _worker as worker
-from ._errors import LeaseLost
-from ._events import EventKind
-from ._prune import LEASE_TTL, Candidate, Plan
-from ._rules import as_utc, lease_expiry
-from ._store import Clock, Lease
 
 # The sessions a prune may take, oldest first: those whose latest checkpoint is older than the
 # cut-off, and those without a checkpoint that are stopped (every one of them with the second

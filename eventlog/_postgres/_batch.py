@@ -20,12 +20,12 @@ from typing import Any
 
 import attrs
 
-from . import _postgres_sql as sql
-from ._codec import encode_payload
-from ._events import Event, EventKind, SessionKey
-from ._postgres_conn import Params
-from ._postgres_sql import escape, notice
-from ._rules import NO_MARKS, Marks, as_utc, control_marks, summary_of, with_marks
+from .._codec import encode_payload
+from .._events import Event, EventKind, SessionKey
+from .._rules import NO_MARKS, Marks, as_utc, control_marks, summary_of, with_marks
+from . import _sql as sql
+from ._conn import Params
+from ._sql import escape, notice
 
 #: Kinds whose append notifies: a run or a daemon may be waiting for them.
 NOTIFYING_KINDS = frozenset({EventKind.INBOX_QUEUED, EventKind.CONTROL, EventKind.CHECKPOINT})

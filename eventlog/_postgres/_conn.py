@@ -16,9 +16,9 @@ import psycopg
 import psycopg_pool
 from psycopg import pq
 
-from . import _postgres_sql as sql
-from ._errors import StoreUnavailable
-from ._events import SessionKey
+from .._errors import StoreUnavailable
+from .._events import SessionKey
+from . import _sql as sql
 
 #: What an operation was doing, for its error message: text, or a function that makes it
 #: (built only when the operation fails, never on the hot path).

@@ -14,12 +14,12 @@ from typing import Any
 
 import attrs
 
+from .._errors import LeaseLost, SessionLocked
+from .._events import Event, EventKind, SessionKey
+from .._rules import control_marks, lease_gone, may_take_lease, process_alive
+from .._store import Claim, Lease, LeaseHolder
 from . import _schema as sql
 from . import _worker as worker
-from ._errors import LeaseLost, SessionLocked
-from ._events import Event, EventKind, SessionKey
-from ._rules import control_marks, lease_gone, may_take_lease, process_alive
-from ._store import Claim, Lease, LeaseHolder
 
 #: A summary update: its statement, and its parameters between the event's seq and the sid.
 SummaryUpdate = tuple[str, tuple[Any, ...]]

@@ -9,10 +9,10 @@ from collections.abc import Iterator
 import anyio
 import psycopg
 
-from . import _postgres_conn as pgconn
-from . import _postgres_sql as sql
-from ._errors import StoreUnavailable
-from ._events import SessionKey
+from .._errors import StoreUnavailable
+from .._events import SessionKey
+from . import _conn as pgconn
+from . import _sql as sql
 
 #: Seconds a listening connection waits for a notification before it probes its server: a
 #: link that died without a word (a host gone, a cable cut) is found within about this long.

@@ -1,5 +1,5 @@
 """PostgresEventLog's schema, every SQL statement it runs but its prune's (those are in
-_postgres_prune, as SQLite's are in _sqlite_prune), how it stores text, and its rows read back:
+_prune.py, as SQLite's are in _sqlite/_prune.py), how it stores text, and its rows read back:
 events, session summaries, leases and claims (as _schema is SQLite's)."""
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from typing import Any
 import attrs
 from psycopg import sql as psql
 
-from . import _summary_rows as rows
-from ._codec import decode_payload
-from ._events import Event, EventKind, SessionKey
-from ._rules import as_utc
-from ._store import LeaseHolder, SessionSummary
-from ._summary_rows import Decoding
+from .. import _summary_rows as rows
+from .._codec import decode_payload
+from .._events import Event, EventKind, SessionKey
+from .._rules import as_utc
+from .._store import LeaseHolder, SessionSummary
+from .._summary_rows import Decoding
 
 # -- how text is stored: the NUL character -------------------------------------------------
 # PostgreSQL text cannot hold U+0000, which a session key or an author may. Such text is
@@ -215,7 +215,7 @@ SELECT_SID = f"SELECT sid FROM eventlog_sessions WHERE {_KEY}"
 _LOG_SEQ = "coalesce(pg_sequence_last_value('eventlog_seq'), 0)"
 
 # The columns of an event row of a batch's ``events`` (a JSON list of rows, each a list:
-# sid, id, kind, author, at, v, payload; see _postgres_batch), as a FROM item ``r``.
+# sid, id, kind, author, at, v, payload; see _batch.py), as a FROM item ``r``.
 _EVENT_ROWS = """
 json_array_elements(%(events)s::json) WITH ORDINALITY AS r (e, ord)
 """

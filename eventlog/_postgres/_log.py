@@ -13,15 +13,10 @@ from typing import Any, Self
 import anyio
 import attrs
 
-from . import _postgres_batch as batches
-from . import _postgres_conn as pgconn
-from . import _postgres_sql as sql
-from . import _prune as pruning
-from ._errors import LeaseLost, SessionLocked
-from ._events import Event, EventKind, SessionKey, check_key, utcnow
-from ._postgres_listen import Listener, Watch
-from ._postgres_prune import PostgresPruning
-from ._rules import (
+from .. import _prune as pruning
+from .._errors import LeaseLost, SessionLocked
+from .._events import Event, EventKind, SessionKey, check_key, utcnow
+from .._rules import (
     as_utc,
     check_batch_keys,
     check_fenced_batch,
@@ -31,7 +26,12 @@ from ._rules import (
     may_take_lease,
     process_alive,
 )
-from ._store import Claim, Clock, EventLog, Lease, LeaseHolder, PruneResult, SessionSummary
+from .._store import Claim, Clock, EventLog, Lease, LeaseHolder, PruneResult, SessionSummary
+from . import _batch as batches
+from . import _conn as pgconn
+from . import _sql as sql
+from ._listen import Listener, Watch
+from ._prune import PostgresPruning
 
 
 class PostgresEventLog(EventLog):
