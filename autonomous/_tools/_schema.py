@@ -108,7 +108,9 @@ def openai_schema(schema: dict[str, Any]) -> dict[str, Any]:
     kept): the schema stands alone, as a small model's grammar builder wants it, and a type
     that contains itself is refused instead of expanded forever. Pydantic's ``title`` keys go:
     each repeats its property's name and costs tokens on every call. An ``anyOf`` of bare
-    types (``int | None``) is written as the shorter type list, ``["integer", "null"]``.
+    types (``int | None``) is written as the shorter type list, ``["integer", "null"]``. An
+    array with no item type at all (``tuple[()]``) is given ``items: {}``, as a bare ``list``
+    has: OpenAI refuses an array schema without ``items``.
     """
     definitions = schema.get("$defs", {})
 
@@ -134,6 +136,8 @@ def openai_schema(schema: dict[str, Any]) -> dict[str, Any]:
         if out.get("anyOf") and all(member.keys() == {"type"} for member in out["anyOf"]):
             kinds = [member["type"] for member in out.pop("anyOf")]
             out = {"type": kinds, **out}
+        if out.get("type") == "array" and "items" not in out and "prefixItems" not in out:
+            out["items"] = {}  # an empty tuple: OpenAI refuses an array schema without items
         return out
 
     result: dict[str, Any] = inline(schema, frozenset())

@@ -24,6 +24,7 @@ from autonomous._tools._tools import (
     function_tool,
     parse_arguments,
 )
+from autonomous.testing._rules import check_chat_request
 
 
 @pytest.fixture
@@ -168,6 +169,22 @@ class TestJsonSchemaFor:
             "minItems": 2,
             "maxItems": 2,
         } == prop(f, "a")
+
+    def test_every_array_has_items_as_openai_requires(self) -> None:
+        """An empty tuple (no item type at all) still shows ``items``: OpenAI refuses an array
+        schema without it, and the scripted server refuses what OpenAI refuses."""
+
+        def f(a: tuple[()], b: list) -> None:  # type: ignore[type-arg]
+            """Take nothing, twice."""
+
+        assert {"type": "array", "items": {}, "minItems": 0, "maxItems": 0} == prop(f, "a")
+        tool = function_tool(f)
+        body = {
+            "model": "m",
+            "messages": [{"role": "user", "content": "go"}],
+            "tools": [tool.spec()],
+        }
+        assert check_chat_request(body) is None
 
     def test_set_has_unique_items(self) -> None:
         """A set is an array of unique items."""
