@@ -31,6 +31,7 @@ model_for and output_limit):
     mcp/              public, the [mcp] extra: MCPServer, MCP servers' tools as a run's tools
     _cli/             the `autonomous` command, agent spec files, validation
     testing/          public: ScriptedModel, ScriptedServer and their steps, FakeClock
+    fleet/            public: Daemon, the `autonomous daemon` as a library object; AdoptedLease
 """
 
 # First, before anything imports eventlog, usage, permissions or scheduler: importing _clash
@@ -45,7 +46,6 @@ from ._cli._spec import Problem as SpecProblem
 from ._cli._spec_reader import load_spec
 from ._cli._validate import validate as validate_spec
 from ._control._remote import send_control, send_inject
-from ._durable._durable import AdoptedLease
 from ._errors import (
     AutonomousError,
     BuildError,
@@ -104,7 +104,6 @@ from ._tools._tools import (
 
 __all__ = [
     "AbortRun",
-    "AdoptedLease",
     "Agent",
     "AgentSpec",
     "AutonomousError",
@@ -172,3 +171,17 @@ __all__ = [
     "start_autonomous",
     "validate_spec",
 ]
+
+
+#: Names that moved out of the top level, and the module that has them now: still found here
+#: (silently, for old programs), no longer listed in ``__all__``.
+_MOVED = {"AdoptedLease": "autonomous.fleet"}
+
+
+def __getattr__(name: str) -> object:
+    """A name that moved (:data:`_MOVED`), from its new module; any other is an error."""
+    if name in _MOVED:
+        import importlib
+
+        return getattr(importlib.import_module(_MOVED[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
