@@ -34,6 +34,8 @@ model_for and output_limit):
     fleet/            public: Daemon, the `autonomous daemon` as a library object; AdoptedLease
 """
 
+from typing import Any
+
 # First, before anything imports eventlog, usage, permissions or scheduler: importing _clash
 # checks that they are ours (a PyPI namesake installed over one is named in one line).
 from . import (
@@ -178,8 +180,10 @@ __all__ = [
 _MOVED = {"AdoptedLease": "autonomous.fleet"}
 
 
-def __getattr__(name: str) -> object:
-    """A name that moved (:data:`_MOVED`), from its new module; any other is an error."""
+def __getattr__(name: str) -> Any:
+    """A name that moved (:data:`_MOVED`), from its new module; any other is an error.
+
+    Typed Any: an old program's ``from autonomous import AdoptedLease`` still type-checks."""
     if name in _MOVED:
         import importlib
 

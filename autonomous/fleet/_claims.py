@@ -200,6 +200,9 @@ class Claimer:
         if self._started:
             raise RuntimeError("a Daemon runs once: make another to run again")
         self._started = True
+        if self._scope.cancel_called:  # stopped before it began: nothing to start or stop
+            self._ended = True
+            return
         try:
             with self._scope:
                 await self._serve()

@@ -161,6 +161,20 @@ class TestDaemonStops:
             assert not daemon.running
         assert ["daemon_started"] == reports.events
 
+    async def test_stopped_before_it_runs_it_returns_at_once(self, tmp_path: Path) -> None:
+        """stop() before run(): run() returns at once, having claimed and reported nothing."""
+        clock = FakeClock()
+        reports = Reports()
+        async with SqliteEventLog(tmp_path / "runs.db", clock=clock.now) as log:
+            await deferred(log, clock, 60)
+            clock.advance(61)
+            daemon = Daemon(log, agent(log, ScriptedModel([])), clock=clock, report=reports)
+            daemon.stop()
+            with anyio.fail_after(10):
+                await daemon.run()
+            due = [s.key for s in await log.due_sessions(clock.now())]
+        assert ([], [SessionKey(APP, USER, "s1")]) == (reports.events, due)
+
     async def test_a_stopped_daemon_does_not_run_again(self, tmp_path: Path) -> None:
         """A daemon runs once: run() after it ended raises, naming the fix."""
         clock = FakeClock()
