@@ -31,7 +31,10 @@ model_for and output_limit):
     mcp/              public, the [mcp] extra: MCPServer, MCP servers' tools as a run's tools
     _cli/             the `autonomous` command, agent spec files, validation
     testing/          public: ScriptedModel, ScriptedServer and their steps, FakeClock
+    fleet/            public: Daemon, the `autonomous daemon` as a library object; AdoptedLease
 """
+
+from typing import Any
 
 # First, before anything imports eventlog, usage, permissions or scheduler: importing _clash
 # checks that they are ours (a PyPI namesake installed over one is named in one line).
@@ -45,7 +48,6 @@ from ._cli._spec import Problem as SpecProblem
 from ._cli._spec_reader import load_spec
 from ._cli._validate import validate as validate_spec
 from ._control._remote import send_control, send_inject
-from ._durable._durable import AdoptedLease
 from ._errors import (
     AutonomousError,
     BuildError,
@@ -104,7 +106,6 @@ from ._tools._tools import (
 
 __all__ = [
     "AbortRun",
-    "AdoptedLease",
     "Agent",
     "AgentSpec",
     "AutonomousError",
@@ -172,3 +173,19 @@ __all__ = [
     "start_autonomous",
     "validate_spec",
 ]
+
+
+#: Names that moved out of the top level, and the module that has them now: still found here
+#: (silently, for old programs), no longer listed in ``__all__``.
+_MOVED = {"AdoptedLease": "autonomous.fleet"}
+
+
+def __getattr__(name: str) -> Any:
+    """A name that moved (:data:`_MOVED`), from its new module; any other is an error.
+
+    Typed Any: an old program's ``from autonomous import AdoptedLease`` still type-checks."""
+    if name in _MOVED:
+        import importlib
+
+        return getattr(importlib.import_module(_MOVED[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -98,3 +98,21 @@ def test_importing_the_library_does_not_import_litellm() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "False" == out.stdout.strip()
+
+
+def test_the_fleet_face() -> None:
+    """autonomous.fleet exports Daemon and AdoptedLease, each documented; the old top-level
+    name of AdoptedLease still finds it, silently, but is no longer in autonomous.__all__."""
+    import warnings
+
+    import autonomous
+    import autonomous.fleet
+
+    assert ["AdoptedLease", "Daemon"] == sorted(autonomous.fleet.__all__)
+    assert all(inspect.getdoc(getattr(autonomous.fleet, n)) for n in autonomous.fleet.__all__)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert autonomous.fleet.AdoptedLease is autonomous.AdoptedLease
+    assert "AdoptedLease" not in autonomous.__all__
+    with pytest.raises(AttributeError, match="no_such_name"):
+        autonomous.no_such_name  # noqa: B018

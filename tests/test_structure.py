@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ["autonomous", "eventlog", "usage", "permissions", "scheduler"]
 #: The edges of ``autonomous``: sub-packages the core never imports (it is imported by them).
-EDGES = ("autonomous.testing", "autonomous._cli")
+EDGES = ("autonomous.testing", "autonomous._cli", "autonomous.fleet")
 
 
 def _modules() -> Iterator[Path]:
@@ -96,7 +96,7 @@ class TestLayers:
         ("_run",),
     )
     #: Sub-packages outside the layers: the edges and the public faces.
-    OUTSIDE = ("_models", "_cli", "testing", "mcp", "__init__", "__main__")
+    OUTSIDE = ("_models", "_cli", "fleet", "testing", "mcp", "__init__", "__main__")
 
     def _layer(self, module: str) -> int | None:
         part = module.split(".")[1] if module.count(".") else "__init__"

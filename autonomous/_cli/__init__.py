@@ -21,7 +21,7 @@ Map:
     _ls.py         ls (with its filters)
     _show.py       show (the timeline, and --follow)
     _inspect.py    inject, pause, unpause, stop, wake
-    _daemon.py     the daemon (--max-concurrent, its polls on a Clock)
+    _daemon.py     the daemon's resumes from recorded specs (the rest: autonomous.fleet)
     _daemon_command.py  the daemon command: its options and entry point
     _spec_cache.py the daemon's specs: parsed, validated and built once per file version
     _jsonlines.py  the daemon's report lines; --json: one JSON-lines stream for log shippers

@@ -1,13 +1,14 @@
 """``autonomous daemon``: its options and its entry point; the orchestrator itself is
-:class:`._daemon.Daemon`."""
+:class:`._daemon.Daemon` (the library's :mod:`autonomous.fleet`, resuming from specs)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
+from ..fleet._claims import DEFAULT_LEASE_TTL, DEFAULT_MAX_CONCURRENT
 from ._common import CliError, open_log
-from ._daemon import DEFAULT_LEASE_TTL, DEFAULT_MAX_CONCURRENT, Daemon
+from ._daemon import Daemon
 from ._durations import duration_arg
 from ._exits import for_signal
 from ._hooks import hook_timeout

@@ -15,7 +15,6 @@ import anyio
 import pytest
 
 from autonomous import (
-    AdoptedLease,
     Agent,
     ConfigurationError,
     StopReason,
@@ -24,6 +23,7 @@ from autonomous import (
     start_autonomous,
 )
 from autonomous._control._remote import send_control, send_inject
+from autonomous.fleet import AdoptedLease
 from autonomous.testing import FakeClock, ScriptedModel, call, done, reply
 from eventlog import (
     EventKind,

@@ -15,8 +15,9 @@ from typing import Any
 import anyio
 import pytest
 
-from autonomous import AdoptedLease, Agent, StopReason, resume_autonomous
+from autonomous import Agent, StopReason, resume_autonomous
 from autonomous._control._remote import send_inject
+from autonomous.fleet import AdoptedLease
 from autonomous.testing import FakeClock, ScriptedModel, done, reply
 from eventlog import Event, EventKind, Lease, LeaseHolder, SessionKey, SessionRef
 
