@@ -69,14 +69,14 @@ from .._durable._durable import AdoptedLease
 from .._logging import get_logger
 from .._result import RunResult, StopReason
 from .._run._driver import resume_autonomous
+from ..spec._cache import SpecCache
+from ..spec._spec import AgentSpec
 from ._budgets import budgets_in_force, recorded_budgets, resume_options
-from ._common import CliError, prepare_litellm, spec_of_session
+from ._common import CliError, load_session_spec, prepare_litellm, spec_of_session
 from ._decimals import usd
 from ._hooks import spec_hook
 from ._jsonlines import Report
 from ._run import refusals, result_summary
-from ._spec import AgentSpec
-from ._spec_cache import SpecCache
 
 _AUTHOR = "autonomous-daemon"
 #: Seconds (on the daemon's clock) that a stopped run's hand-back and lease release share.
@@ -143,7 +143,7 @@ class Daemon:
         self._holder = LeaseHolder.this_process()
         self._held: dict[SessionKey, AdoptedLease] = {}  # the running sessions, by key
         self._holding = anyio.Event()  # set when a lease is held: the heartbeat starts
-        self._specs = SpecCache()  # each spec file parsed, validated and built once per version
+        self._specs = SpecCache(load_session_spec)  # each spec file loaded once per version
         self._failed: dict[SessionKey, _Failed] = {}  # where a resume failed, not to retry
         self._retry: dict[SessionKey, _Retry] = {}  # ended by the store failing for a moment
         self._paused: set[SessionKey] = set()  # reported paused, not run until unpaused

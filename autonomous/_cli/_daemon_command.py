@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..spec._hooks import hook_timeout
 from ._common import CliError, open_log
 from ._daemon import DEFAULT_LEASE_TTL, DEFAULT_MAX_CONCURRENT, Daemon
 from ._durations import duration_arg
 from ._exits import for_signal
-from ._hooks import hook_timeout
 from ._jsonlines import json_lines_logging, reporter
 from ._signals import until_signal
 
