@@ -4,7 +4,8 @@ Importing it imports neither litellm (seconds: only a litellm model's use does, 
 nor the command's modules (only running the command does): see bench/startup.py.
 
 Map. The top level holds the vocabulary a user meets (the errors, the model protocol and its
-messages, results, progress events, Agent and RunOptions); the machinery lives in folders by
+messages, results, progress events, Agent and RunOptions); spec files, local models and the
+testing helpers have public modules of their own; the machinery lives in folders by
 concept, each importing only from the ones listed before it (tests/test_structure.py):
     _errors.py        the error tree (AutonomousError at the root)
     _logging.py       the library's loggers: the program's structlog set-up, else stdlib logging
@@ -28,12 +29,15 @@ concept, each importing only from the ones listed before it (tests/test_structur
 Its edges, sub-packages the core is imported by (or, for the models, reaches only through
 model_for and output_limit):
     _models/          the model edge: litellm, local llama.cpp models
+    local.py          public: local llama.cpp models (register_local_models), from _models/
     mcp/              public, the [mcp] extra: MCPServer, MCP servers' tools as a run's tools
-    _cli/             the `autonomous` command, agent spec files, validation
+    spec/             public: agent spec files (AgentSpec, load_spec, validate_spec)
+    _cli/             the `autonomous` command and its daemon (they run spec files)
     testing/          public: ScriptedModel, ScriptedServer and their steps, FakeClock
     fleet/            public: Daemon, the `autonomous daemon` as a library object; AdoptedLease
 """
 
+import importlib
 from typing import Any
 
 # First, before anything imports eventlog, usage, permissions or scheduler: importing _clash
@@ -43,10 +47,6 @@ from . import (
     retry,
 )
 from ._agent import Agent, BuildFn, RebuildFn
-from ._cli._spec import AgentSpec
-from ._cli._spec import Problem as SpecProblem
-from ._cli._spec_reader import load_spec
-from ._cli._validate import validate as validate_spec
 from ._control._remote import send_control, send_inject
 from ._errors import (
     AutonomousError,
@@ -62,7 +62,6 @@ from ._errors import (
     TurnTimeout,
 )
 from ._model import Message, Model, ModelResponse, ToolCall
-from ._models._local import LocalModelUnavailable, register_local_models
 from ._observe._judge import LLMJudge
 from ._observe._supervisor import (
     AbortRun,
@@ -107,7 +106,6 @@ from ._tools._tools import (
 __all__ = [
     "AbortRun",
     "Agent",
-    "AgentSpec",
     "AutonomousError",
     "AutonomousHandle",
     "AutonomousStatus",
@@ -118,7 +116,6 @@ __all__ = [
     "GateWouldDeadlock",
     "HistorySummarized",
     "LLMJudge",
-    "LocalModelUnavailable",
     "MCPServerError",
     "Message",
     "Model",
@@ -141,7 +138,6 @@ __all__ = [
     "RunOptions",
     "RunResult",
     "Sleeping",
-    "SpecProblem",
     "Steer",
     "StopReason",
     "Supervisor",
@@ -163,29 +159,31 @@ __all__ = [
     "Woke",
     "current_tool_call",
     "function_tool",
-    "load_spec",
-    "register_local_models",
     "resume_autonomous",
     "retry",
     "run_autonomous",
     "send_control",
     "send_inject",
     "start_autonomous",
-    "validate_spec",
 ]
 
-
-#: Names that moved out of the top level, and the module that has them now: still found here
-#: (silently, for old programs), no longer listed in ``__all__``.
-_MOVED = {"AdoptedLease": "autonomous.fleet"}
+#: Names that moved from here to a public module of their own, by the module they are in now:
+#: still found here (see :func:`__getattr__`) for programs written before, though not exported.
+_MOVED = {
+    "AdoptedLease": "autonomous.fleet",
+    "AgentSpec": "autonomous.spec",
+    "SpecProblem": "autonomous.spec",
+    "load_spec": "autonomous.spec",
+    "validate_spec": "autonomous.spec",
+    "LocalModelUnavailable": "autonomous.local",
+    "register_local_models": "autonomous.local",
+}
 
 
 def __getattr__(name: str) -> Any:
-    """A name that moved (:data:`_MOVED`), from its new module; any other is an error.
-
-    Typed Any: an old program's ``from autonomous import AdoptedLease`` still type-checks."""
-    if name in _MOVED:
-        import importlib
-
-        return getattr(importlib.import_module(_MOVED[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    """A name in :data:`_MOVED`, from its new module, silently (programs written before keep
+    working; the name stays out of ``__all__`` and ``dir()``)."""
+    module = _MOVED.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

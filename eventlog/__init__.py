@@ -3,7 +3,8 @@
 Map:
     _events.py   the event envelope, one frozen payload class per kind, session keys and
                  their limit (MAX_KEY_LENGTH)
-    _codec.py    JSON through one private cattrs converter, schema version checks
+    codec.py     public: events and payloads to JSON and back (one private cattrs converter),
+                 schema version checks
     _store.py    the EventLog protocol (with its own append_and_release and watch), SessionRef,
                  leases, claims, session summaries, prune results
     _memory.py   MemoryEventLog: in-process, not durable
@@ -21,9 +22,9 @@ Map:
     _errors.py   the error tree (EventLogError at the root)
 """
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._codec import decode_payload, encode_payload, event_from_dict, event_to_dict
 from ._errors import (
     CorruptEvent,
     EventLogError,
@@ -82,14 +83,26 @@ if TYPE_CHECKING:
 #: ``import eventlog`` does not.
 _POSTGRES_NAMES = {"PostgresEventLog": "_postgres._log", "Watch": "_postgres._listen"}
 
+#: Names that moved from here to a public module of their own, by the module they are in now:
+#: still found here (see :func:`__getattr__`) for programs written before, though not exported.
+_MOVED = {
+    "decode_payload": "eventlog.codec",
+    "encode_payload": "eventlog.codec",
+    "event_from_dict": "eventlog.codec",
+    "event_to_dict": "eventlog.codec",
+}
+
 
 def __getattr__(name: str) -> Any:
-    """PostgresEventLog and Watch, imported when first used; a clear ImportError without psycopg."""
+    """PostgresEventLog and Watch, imported when first used (a clear ImportError without
+    psycopg); a name in :data:`_MOVED`, from its new module, silently and not kept here (it
+    stays out of ``__all__`` and ``dir()``)."""
+    moved = _MOVED.get(name)
+    if moved is not None:
+        return getattr(importlib.import_module(moved), name)
     module = _POSTGRES_NAMES.get(name)
     if module is None:
         raise AttributeError(f"module 'eventlog' has no attribute {name!r}")
-    import importlib
-
     try:
         found = getattr(importlib.import_module(f".{module}", __name__), name)
     except ImportError as exc:
@@ -144,10 +157,6 @@ __all__ = [
     "UnknownSchemaVersion",
     "UserMessage",
     "Watch",
-    "decode_payload",
-    "encode_payload",
-    "event_from_dict",
-    "event_to_dict",
     "new_event_id",
     "process_alive",
     "utcnow",

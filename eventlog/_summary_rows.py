@@ -9,10 +9,10 @@ from typing import Any
 
 import attrs
 
-from ._codec import decode_payload
 from ._errors import CorruptEvent
 from ._events import Checkpoint, EventKind, SessionKey
 from ._store import LeaseHolder, SessionSummary
+from .codec import decode_payload
 
 #: How many columns a summary row has: the session's fourteen, then its live lease's holder.
 SUMMARY_ROW_WIDTH = 17

@@ -22,7 +22,8 @@ import anyio
 import attrs
 import structlog
 
-from autonomous import AgentSpec, RunResult, load_spec, resume_autonomous, run_autonomous
+from autonomous import RunResult, resume_autonomous, run_autonomous
+from autonomous.spec import AgentSpec, load_spec
 from eventlog import SessionKey, SessionLocked, SessionRef, SqliteEventLog, utcnow
 
 SPEC = Path(__file__).parent / "specs" / "monitor.toml"

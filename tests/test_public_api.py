@@ -28,6 +28,43 @@ CONTRACT = {
 }  # fmt: skip
 
 
+#: The top level of ``autonomous``: the contract and the vocabulary a run uses (its tools,
+#: models, messages, options, progress events, supervisors, send_inject/send_control and the
+#: errors). Spec files, local models and the event codec have public modules of their own.
+#: ``AdoptedLease`` is left out either way: its move to ``autonomous.fleet`` is another change.
+TOP_LEVEL = {
+    "autonomous": {
+        "AbortRun", "Agent", "AutonomousError", "AutonomousHandle", "AutonomousStatus",
+        "BuildError", "BuildFn", "CheckpointWritten", "ConfigurationError", "GateWouldDeadlock",
+        "HistorySummarized", "LLMJudge", "MCPServerError", "Message", "Model", "ModelCallLimit",
+        "ModelCalled", "ModelCalling", "ModelError", "ModelResponse", "PauseRun", "Paused",
+        "Proceed", "ProgressEvent", "RebuildFn", "Resumed", "RetryDecision", "RulesSupervisor",
+        "RunExited", "RunFinished", "RunKwargs", "RunOptions", "RunResult", "Sleeping", "Steer",
+        "StopReason", "Supervisor", "SupervisorDecision", "SupervisorSnapshot", "Telemetry",
+        "Tool", "ToolArgumentError", "ToolCall", "ToolCallContext", "ToolCalled", "ToolCalling",
+        "ToolOutcome", "ToolTimeoutError", "TurnError", "TurnFinished", "TurnStarted",
+        "TurnTimeout", "Woke", "current_tool_call", "function_tool", "resume_autonomous",
+        "retry", "run_autonomous", "send_control", "send_inject", "start_autonomous",
+    },
+}  # fmt: skip
+
+#: Names that left a package's top level, and the public module each lives in now.
+MOVED = {
+    ("autonomous", "AgentSpec"): "autonomous.spec",
+    ("autonomous", "SpecProblem"): "autonomous.spec",
+    ("autonomous", "load_spec"): "autonomous.spec",
+    ("autonomous", "validate_spec"): "autonomous.spec",
+    ("autonomous", "LocalModelUnavailable"): "autonomous.local",
+    ("autonomous", "register_local_models"): "autonomous.local",
+    ("eventlog", "decode_payload"): "eventlog.codec",
+    ("eventlog", "encode_payload"): "eventlog.codec",
+    ("eventlog", "event_from_dict"): "eventlog.codec",
+    ("eventlog", "event_to_dict"): "eventlog.codec",
+}
+#: The public modules beside the packages' top levels.
+FACES = ["autonomous.spec", "autonomous.local", "eventlog.codec"]
+
+
 ROOTS = {
     "autonomous": "AutonomousError",
     "eventlog": "EventLogError",
@@ -44,7 +81,7 @@ class TestPublicFace:
         module = importlib.import_module(package)
         assert [] == [n for n in CONTRACT[package] if n not in module.__all__]
 
-    @pytest.mark.parametrize("package", PACKAGES)
+    @pytest.mark.parametrize("package", PACKAGES + FACES)
     def test_every_exported_name_exists_and_is_documented(self, package: str) -> None:
         """__all__ names resolve, and every exported class and function has a docstring."""
         module = importlib.import_module(package)
@@ -90,6 +127,39 @@ class TestPublicFace:
         assert [] == bare
 
 
+class TestSmallerFace:
+    def test_the_top_level_exports_exactly_the_run_vocabulary(self) -> None:
+        """autonomous's __all__ is the contract and a run's vocabulary, nothing of the edges."""
+        module = importlib.import_module("autonomous")
+        assert TOP_LEVEL["autonomous"] == set(module.__all__) - {"AdoptedLease"}
+
+    @pytest.mark.parametrize(("package", "name"), sorted(MOVED))
+    def test_a_moved_name_is_exported_by_its_new_module(self, package: str, name: str) -> None:
+        """Each moved name is in the __all__ of the public module it moved to."""
+        assert name in importlib.import_module(MOVED[package, name]).__all__
+
+    @pytest.mark.parametrize(("package", "name"), sorted(MOVED))
+    def test_a_moved_name_leaves_the_top_level(self, package: str, name: str) -> None:
+        """A moved name is in neither the package's __all__ nor its dir(), even once used."""
+        module = importlib.import_module(package)
+        getattr(module, name)
+        assert (False, False) == (name in module.__all__, name in dir(module))
+
+    @pytest.mark.parametrize(("package", "name"), sorted(MOVED))
+    def test_an_old_name_still_reaches_the_same_object(self, package: str, name: str) -> None:
+        """``from package import name`` keeps working, silently, for programs written before."""
+        new = getattr(importlib.import_module(MOVED[package, name]), name)
+        namespace: dict[str, object] = {}
+        exec(f"from {package} import {name}", namespace)
+        assert new is namespace[name]
+
+    @pytest.mark.parametrize("package", ["autonomous", "eventlog"])
+    def test_an_unknown_name_is_still_an_attribute_error(self, package: str) -> None:
+        """The compatibility lookup answers only the moved names."""
+        with pytest.raises(AttributeError, match="no_such_name"):
+            _ = importlib.import_module(package).no_such_name
+
+
 def test_importing_the_library_does_not_import_litellm() -> None:
     """Importing every package stays offline and fast: litellm is loaded only when used."""
     code = (
@@ -116,3 +186,14 @@ def test_the_fleet_face() -> None:
     assert "AdoptedLease" not in autonomous.__all__
     with pytest.raises(AttributeError, match="no_such_name"):
         autonomous.no_such_name  # noqa: B018
+
+
+def test_importing_the_public_modules_does_not_import_litellm_or_llama_cpp() -> None:
+    """autonomous.local, autonomous.spec and eventlog.codec load litellm and llama.cpp only
+    when a local model is used."""
+    code = (
+        "import sys, autonomous.local, autonomous.spec, eventlog.codec;"
+        "print('litellm' in sys.modules, 'llama_cpp' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "False False" == out.stdout.strip()

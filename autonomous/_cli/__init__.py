@@ -5,7 +5,7 @@ they are due; and ``prune``.
 Map:
     _main.py       the parser, logging set-up and dispatch
     _exits.py      the exit statuses
-    _durations.py  durations as people write them (30m, 1h)
+    _durations.py  durations as command-line arguments (--every 30m)
     _common.py     the log, session names, the spec note, JSON output
     _decimals.py   numbers as shown: costs without float noise, floats positional
     _signals.py    SIGINT and SIGTERM: the first stops the work cleanly, later ones wait for that;
@@ -23,15 +23,10 @@ Map:
     _inspect.py    inject, pause, unpause, stop, wake
     _daemon.py     the daemon's resumes from recorded specs (the rest: autonomous.fleet)
     _daemon_command.py  the daemon command: its options and entry point
-    _spec_cache.py the daemon's specs: parsed, validated and built once per file version
     _jsonlines.py  the daemon's report lines; --json: one JSON-lines stream for log shippers
-    _hooks.py      the spec's on_exit completion hook
+    _hooks.py      running the spec's on_exit completion hook
     _prune.py      prune (retention: the old events of finished sessions)
-    _validate.py   validate (the static checks of a spec)
-    _refs.py       module:function references in specs
-    _spec.py       the spec as a value: AgentSpec, Problem
-    _spec_reader.py  reading spec files: load_spec, read_spec (every problem, with its line)
-    _spec_lines.py   where a TOML file sets each key (line numbers for problems)
+The spec files themselves (reading, validate, the daemon's cache) live in autonomous/spec/.
 
 Exit status: see :class:`._exits.Exit` (0 completed, 10 deferred, 11 budget, 12 aborted,
 13 failed, 14 lease lost, 15 stopped, 1 the command could not do it, 2 usage, 3 locked, 4 the
@@ -47,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The ``autonomous`` command (see :func:`._main.main`).
 
     The command's modules (parser, daemon, ls, show ...) are imported when it runs, not when
-    ``autonomous`` is: the library imports only the spec modules from this package.
+    ``autonomous`` is: the library imports nothing else of this package.
     """
     from ._main import main as command
 

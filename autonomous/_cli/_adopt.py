@@ -13,6 +13,7 @@ import argparse
 
 from eventlog import EventLog, SessionKey
 
+from ..spec._spec import AgentSpec
 from ._common import (
     CliError,
     adopt_loaded,
@@ -24,7 +25,6 @@ from ._common import (
     spec_note,
 )
 from ._exits import Exit
-from ._spec import AgentSpec
 
 
 def add_adopt_options(parser: argparse.ArgumentParser) -> None:

@@ -31,10 +31,10 @@ from eventlog import (
 
 from .._errors import ConfigurationError
 from .._models._import import import_litellm
+from ..spec._spec import AgentSpec
+from ..spec._validate import validated_spec
 from ._decimals import decimal_text
 from ._exits import Exit
-from ._spec import AgentSpec
-from ._validate import validated_spec
 
 T = TypeVar("T")
 
@@ -163,7 +163,7 @@ async def spec_of_session(
     is adopted (recorded as the session's spec from now on: ``resume``, an operator's choice),
     or with ``changed="refuse"`` a :class:`CliError` saying so (a daemon: another worker
     may have the recorded spec). ``load`` loads the file, with the session's model override
-    (:func:`load_session_spec` unless given: a daemon's :class:`~._spec_cache.SpecCache`).
+    (:func:`load_session_spec` unless given: a daemon's :class:`~autonomous.spec._cache.SpecCache`).
     """
     note = await spec_note(log, key)
     if note is None:

@@ -2,7 +2,7 @@
 
 The claims, leases, hand-backs and retries are :class:`autonomous.fleet._claims.Claimer`'s;
 here a claimed session's spec is read and checked each time (parsed, validated and built once
-per version of the file: :class:`._spec_cache.SpecCache`), it runs under its own budgets
+per version of the file: :class:`autonomous.spec._cache.SpecCache`), it runs under its own budgets
 (:mod:`._budgets`), and a run that returns runs the spec's ``on_exit`` hook (:mod:`._hooks`),
 a failing one reported. A session whose spec is missing, broken or not its own, or whose
 events a newer schema wrote, fails its resume: reported once, its lease released at once for
@@ -29,12 +29,12 @@ from .._durable._durable import AdoptedLease
 from .._result import RunResult
 from .._run._driver import resume_autonomous
 from ..fleet._claims import DEFAULT_LEASE_TTL, DEFAULT_MAX_CONCURRENT, Claimer, Report
+from ..spec._cache import SpecCache
+from ..spec._spec import AgentSpec
 from ._budgets import budgets_in_force, recorded_budgets, resume_options
-from ._common import CliError, prepare_litellm, spec_of_session
+from ._common import CliError, load_session_spec, prepare_litellm, spec_of_session
 from ._hooks import spec_hook
 from ._run import refusals, result_summary
-from ._spec import AgentSpec
-from ._spec_cache import SpecCache
 
 
 class Daemon(Claimer):
@@ -64,7 +64,7 @@ class Daemon(Claimer):
             max_concurrent=max_concurrent,
             lease_ttl=lease_ttl,
         )
-        self._specs = SpecCache()  # each spec file parsed, validated and built once per version
+        self._specs = SpecCache(load_session_spec)  # each spec file loaded once per version
         self._spec_of: dict[SessionKey, AgentSpec] = {}  # a returned run's spec, for its hook
 
     async def serve(self) -> None:

@@ -7,11 +7,11 @@ import argparse
 import sys
 
 from ..fleet._claims import DEFAULT_LEASE_TTL, DEFAULT_MAX_CONCURRENT
+from ..spec._hooks import hook_timeout
 from ._common import CliError, open_log
 from ._daemon import Daemon
 from ._durations import duration_arg
 from ._exits import for_signal
-from ._hooks import hook_timeout
 from ._jsonlines import json_lines_logging, reporter
 from ._signals import until_signal
 

@@ -11,11 +11,11 @@ sender already knows. It is how an ``alert`` outcome reaches a person.
 - Its environment is the command's, plus the run's end (see :func:`hook_environment`).
 - Its standard output and error go to the command's standard error (standard output is for the
   command's own JSON), its standard input is empty.
-- It has :data:`DEFAULT_TIMEOUT` seconds (``AUTONOMOUS_HOOK_TIMEOUT``, seconds or a duration
-  such as ``2m``, changes it; a value that is not a positive duration is an error, never
-  ignored); then it is killed.
+- It has :data:`~autonomous.spec._hooks.DEFAULT_TIMEOUT` seconds (``AUTONOMOUS_HOOK_TIMEOUT``,
+  seconds or a duration such as ``2m``, changes it; a value that is not a positive duration is
+  an error, never ignored); then it is killed.
 - ``validate`` (and so ``run``, ``resume`` and the daemon, which are as strict) refuses a spec
-  whose hook program is not there or not executable (:func:`hook_problems`).
+  whose hook program is not there or not executable (:func:`~autonomous.spec._hooks.hook_problems`).
 - A hook that fails (cannot start, exits non-zero, times out) is reported by the caller and is
   never fatal: the run's exit status is the run's.
 """
@@ -23,7 +23,6 @@ sender already knows. It is how an ``alert`` outcome reaches a person.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -34,14 +33,9 @@ import anyio
 
 from scheduler import Clock, SystemClock
 
+from ..spec._hooks import hook_argv, hook_timeout
+from ..spec._spec import AgentSpec
 from ._decimals import decimal_text, usd
-from ._durations import parse_duration
-from ._spec import AgentSpec
-
-#: Seconds a hook may run before it is killed.
-DEFAULT_TIMEOUT = 30.0
-#: The variable that overrides :data:`DEFAULT_TIMEOUT`.
-TIMEOUT_VARIABLE = "AUTONOMOUS_HOOK_TIMEOUT"
 
 
 def hook_environment(summary: Mapping[str, Any], spec_path: Path) -> dict[str, str]:
@@ -65,66 +59,6 @@ def hook_environment(summary: Mapping[str, Any], spec_path: Path) -> dict[str, s
         "SPEC": spec_path,
     }
     return {f"AUTONOMOUS_{k}": "" if v is None else str(v) for k, v in fields.items()}
-
-
-def hook_argv(command: Sequence[str], base_dir: Path) -> list[str]:
-    """The command with its program found from ``base_dir`` (a bare name is left to ``PATH``)."""
-    program = command[0]
-    if "/" in program or (os.altsep is not None and os.altsep in program):
-        program = os.fspath(base_dir / program)
-    return [program, *command[1:]]
-
-
-def hook_timeout(environ: Mapping[str, str] = os.environ) -> float:
-    """The hook timeout: ``AUTONOMOUS_HOOK_TIMEOUT`` when set, else :data:`DEFAULT_TIMEOUT`.
-
-    A value that is not a positive duration (seconds, or ``30s``, ``2m`` ...) is a
-    :class:`ValueError` naming the variable: a typo must not leave a hook its default.
-    """
-    text = environ.get(TIMEOUT_VARIABLE, "").strip()
-    if not text:
-        return DEFAULT_TIMEOUT
-    try:
-        seconds = parse_duration(text)
-    except ValueError:
-        seconds = 0.0
-    if not seconds > 0:
-        raise ValueError(
-            f"{TIMEOUT_VARIABLE}={text!r} is not a positive duration (seconds, or 30s, 2m):"
-            " fix it or unset it (the default is"
-            f" {DEFAULT_TIMEOUT:g} s)"
-        )
-    return seconds
-
-
-def hook_problems(command: Sequence[str], base_dir: Path) -> list[str]:
-    """What keeps a hook command from running, found before any run: its program missing
-    (from ``base_dir`` as :func:`hook_argv` takes it, or on ``PATH``) or not executable, and
-    a bad ``AUTONOMOUS_HOOK_TIMEOUT``; [] when it can run."""
-    found: list[str] = []
-    program = command[0] if command else ""
-    if not program.strip():
-        found.append("the hook has no program")
-    else:
-        found.extend(_program_problems(program, hook_argv(command, base_dir)[0]))
-    try:
-        hook_timeout()
-    except ValueError as exc:
-        found.append(str(exc))
-    return found
-
-
-def _program_problems(written: str, program: str) -> list[str]:
-    """Why ``program`` (``written`` so in the spec) cannot be started, if it cannot."""
-    if program == written and os.sep not in written and "/" not in written:
-        if shutil.which(program) is None:
-            return [f"program {written!r} not found on PATH"]
-        return []
-    if not os.path.isfile(program):
-        return [f"program {written!r} not found (at {program})"]
-    if not os.access(program, os.X_OK):
-        return [f"program {written!r} is not executable (chmod +x {program})"]
-    return []
 
 
 async def run_hook(

@@ -18,6 +18,7 @@ import structlog
 from eventlog import EventLogError, LeaseLost, SessionFinished, SessionLocked
 
 from .._errors import AutonomousError
+from ..spec._validate import validate
 from ._adopt import add_adopt_options, cmd_adopt
 from ._common import CliError, emit_json, single
 from ._daemon_command import add_daemon_options, cmd_daemon
@@ -30,7 +31,6 @@ from ._prune import add_prune, cmd_prune
 from ._run import add_budget_overrides, cmd_resume, cmd_run
 from ._show import add_show_options, cmd_show
 from ._signals import Shutdown, handling_signals
-from ._validate import validate
 
 Command = Callable[[argparse.Namespace], Awaitable[int]]
 

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 from eventlog import PruneResult, utcnow
 
+from ..spec._durations import parse_duration
 from ._common import emit_json, open_log
-from ._durations import parse_duration
 from ._exits import Exit
 
 #: What ``prune --help`` says about what goes and what stays.

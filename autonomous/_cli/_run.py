@@ -33,6 +33,8 @@ from .._options import make_options
 from .._result import RunResult, StopReason
 from .._run._driver import resume_autonomous, run_autonomous
 from .._run._run import refuse_started
+from ..spec._spec import AgentSpec, line_of
+from ..spec._validate import unpriced_cap, validated_spec
 from ._budgets import budgets_in_force, recorded_budgets, resume_options
 from ._common import (
     CliError,
@@ -51,10 +53,8 @@ from ._exits import Exit, for_reason, for_signal
 from ._hooks import spec_hook
 from ._ls import cost_text
 from ._signals import until_signal
-from ._spec import AgentSpec, line_of
 from ._status import PlainProgress, progress_for
 from ._times import show_wake
-from ._validate import unpriced_cap, validated_spec
 from ._view import ended_text
 
 #: Seconds the store has to answer the read of the summary printed after a signal.

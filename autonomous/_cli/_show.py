@@ -32,9 +32,9 @@ from eventlog import (
     SessionSummary,
     ToolResult,
     UserMessage,
-    event_to_dict,
     utcnow,
 )
+from eventlog.codec import event_to_dict
 
 from ._common import CliError, emit_json, one_line, open_log, resolve_session
 from ._decimals import decimal_text, usd

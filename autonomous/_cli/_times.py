@@ -7,7 +7,7 @@ import argparse
 import math
 from datetime import UTC, datetime, timedelta
 
-from ._durations import parse_duration
+from ..spec._durations import parse_duration
 
 
 def show_time(when: datetime, *, utc: bool = False) -> str:

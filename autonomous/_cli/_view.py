@@ -26,9 +26,9 @@ from eventlog import (
     SessionSummary,
 )
 
+from ..spec._spec import file_identity
 from ._common import holder_gone, spec_note
 from ._decimals import usd
-from ._spec import file_identity
 
 #: The words ``ls`` shows for a session's state (what ``--status`` takes).
 STATUSES = (

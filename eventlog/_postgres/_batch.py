@@ -20,9 +20,9 @@ from typing import Any
 
 import attrs
 
-from .._codec import encode_payload
 from .._events import Event, EventKind, SessionKey
 from .._rules import NO_MARKS, Marks, as_utc, control_marks, summary_of, with_marks
+from ..codec import encode_payload
 from . import _sql as sql
 from ._conn import Params
 from ._sql import escape, notice

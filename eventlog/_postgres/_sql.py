@@ -15,11 +15,11 @@ import attrs
 from psycopg import sql as psql
 
 from .. import _summary_rows as rows
-from .._codec import decode_payload
 from .._events import Event, EventKind, SessionKey
 from .._rules import as_utc
 from .._store import LeaseHolder, SessionSummary
 from .._summary_rows import Decoding
+from ..codec import decode_payload
 
 # -- how text is stored: the NUL character -------------------------------------------------
 # PostgreSQL text cannot hold U+0000, which a session key or an author may. Such text is

@@ -8,11 +8,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .. import _summary_rows as rows
-from .._codec import decode_payload, encode_payload
 from .._errors import CorruptEvent
 from .._events import Event, EventKind, SessionKey
 from .._rules import as_utc, summary_of
 from .._summary_rows import Decoding
+from ..codec import decode_payload, encode_payload
 
 #: The version of the tables below, kept in ``meta``; a newer file is refused, never rewritten.
 #: Version 2 keys events by an integer session id (``sessions.sid``) instead of three text

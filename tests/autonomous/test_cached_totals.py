@@ -15,7 +15,7 @@ from autonomous._observe._telemetry import Telemetry
 from autonomous._run._decide import Totals
 from autonomous.testing._server import ScriptedServer, call, reply
 from eventlog import SCHEMA_VERSION, Checkpoint, SessionRef
-from eventlog._codec import decode_payload
+from eventlog.codec import decode_payload
 from tests.support import API_KEY, MODEL
 from usage import Pricing, Usage
 

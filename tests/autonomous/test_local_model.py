@@ -23,7 +23,6 @@ from autonomous._models._local import (
     EXTRA_INSTALL,
     LocalEngine,
     LocalModel,
-    LocalModelUnavailable,
     LocalWeights,
     _bounded,
     _call_params,
@@ -32,8 +31,8 @@ from autonomous._models._local import (
     _plain_messages,
     check_local_model,
     is_local_model,
-    register_local_models,
 )
+from autonomous.local import LocalModelUnavailable, register_local_models
 
 ROOT = Path(__file__).resolve().parents[2]
 WEATHER: dict[str, Any] = {
@@ -80,7 +79,7 @@ class TestWithoutTheExtra:
         """Without llama-cpp-python, registering fails with the command that installs it."""
         code = (
             "import sys; sys.modules['llama_cpp'] = None\n"
-            "from autonomous._models._local import register_local_models, LocalModelUnavailable\n"
+            "from autonomous.local import register_local_models, LocalModelUnavailable\n"
             "try:\n    register_local_models()\n"
             "except LocalModelUnavailable as exc:\n    print('ERROR', exc)\n"
             "print('litellm' in sys.modules)\n"
@@ -97,7 +96,8 @@ class TestWithoutTheExtra:
         """LocalModel checks the extra when it is made, not at the first call."""
         code = (
             "import sys; sys.modules['llama_cpp'] = None\n"
-            "from autonomous._models._local import LocalModel, LocalModelUnavailable\n"
+            "from autonomous._models._local import LocalModel\n"
+            "from autonomous.local import LocalModelUnavailable\n"
             "try:\n    LocalModel('smollm2')\n"
             "except LocalModelUnavailable as exc:\n    print(exc)\n"
         )

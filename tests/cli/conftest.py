@@ -17,7 +17,8 @@ from typing import Any
 import anyio
 import pytest
 
-from eventlog import Event, LeaseHolder, Payload, SessionKey, SqliteEventLog, event_to_dict
+from eventlog import Event, LeaseHolder, Payload, SessionKey, SqliteEventLog
+from eventlog.codec import event_to_dict
 
 from ..autonomous.stores import DurableLog, DurableStore, open_store
 

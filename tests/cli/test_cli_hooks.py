@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from autonomous._cli._hooks import hook_argv, hook_timeout, run_hook
+from autonomous._cli._hooks import run_hook
+from autonomous.spec._hooks import hook_argv, hook_timeout
 
 from .conftest import BRAINS, cli, wait_until_due, write_spec
 

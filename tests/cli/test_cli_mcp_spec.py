@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from autonomous import ConfigurationError
-from autonomous._cli._spec_reader import load_spec, read_spec
-from autonomous._cli._validate import validate
 from autonomous.mcp import MCPServer
+from autonomous.spec._reader import load_spec, read_spec
+from autonomous.spec._validate import validate
 from eventlog import MemoryEventLog
 
 pytestmark = pytest.mark.mcp

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from autonomous import Agent, ConfigurationError, run_autonomous
-from autonomous._cli._spec_reader import load_spec
+from autonomous.spec import load_spec
 from eventlog import MemoryEventLog
 from permissions import Gate, Mode, Rule
 from scheduler import SleepScheduler

@@ -27,8 +27,8 @@ import pytest
 
 from autonomous._cli import _run as cli_run
 from autonomous._cli._exits import Exit
-from autonomous._cli._spec_reader import load_spec
 from autonomous._run import _run as run_module
+from autonomous.spec import load_spec
 from eventlog import SessionKey
 
 from ..autonomous.stores import DurableStore

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from autonomous._cli._validate import validate
+from autonomous.spec._validate import validate
 from autonomous.testing._server import ScriptedServer, call, error, reply
 
 from .conftest import ENV, cli, session_events, write_spec

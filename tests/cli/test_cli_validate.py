@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from autonomous._cli._validate import validate
+from autonomous.spec._validate import validate
 
 from .conftest import cli, write_spec
 

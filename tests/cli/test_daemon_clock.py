@@ -13,7 +13,7 @@ import pytest
 from autonomous import run_autonomous
 from autonomous._cli._common import record_spec
 from autonomous._cli._daemon import Daemon
-from autonomous._cli._spec_reader import load_spec
+from autonomous.spec import load_spec
 from eventlog import MemoryEventLog
 from scheduler import FakeClock
 

@@ -18,8 +18,8 @@ import pytest
 from autonomous import run_autonomous
 from autonomous._cli._common import SPEC_NOTE, adopt_spec, record_spec
 from autonomous._cli._daemon import Daemon
-from autonomous._cli._spec_reader import load_spec
 from autonomous._control._remote import send_control, send_inject
+from autonomous.spec import load_spec
 from eventlog import (
     SCHEMA_VERSION,
     Checkpoint,

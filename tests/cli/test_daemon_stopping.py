@@ -23,9 +23,9 @@ import structlog
 from autonomous import run_autonomous
 from autonomous._cli._common import record_spec
 from autonomous._cli._daemon import Daemon
-from autonomous._cli._spec_reader import load_spec
 from autonomous._run import _run as run_module
 from autonomous.fleet import _claims as daemon_module
+from autonomous.spec import load_spec
 from eventlog import EventKind, PostgresEventLog, SessionKey
 from scheduler import FakeClock
 

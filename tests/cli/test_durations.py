@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from autonomous._cli._durations import parse_duration
+from autonomous.spec._durations import parse_duration
 
 from .conftest import cli
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from autonomous import ConfigurationError
-from autonomous._cli._spec_lines import key_lines
-from autonomous._cli._spec_reader import load_spec, read_spec
-from autonomous._cli._validate import validate
 from autonomous.retry import TransientRetry, transient
+from autonomous.spec._lines import key_lines
+from autonomous.spec._reader import load_spec, read_spec
+from autonomous.spec._validate import validate
 
 from .conftest import write_spec
 

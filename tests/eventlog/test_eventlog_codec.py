@@ -24,11 +24,8 @@ from eventlog import (
     Payload,
     UnknownSchemaVersion,
     UserMessage,
-    decode_payload,
-    encode_payload,
-    event_from_dict,
-    event_to_dict,
 )
+from eventlog.codec import decode_payload, encode_payload, event_from_dict, event_to_dict
 from tests.strategies import payloads_of, stored_events
 
 

@@ -1,4 +1,5 @@
-"""JSON encoding of events through one private cattrs converter."""
+"""JSON encoding of events and payloads (the stores' and ``show --json``'s) through one private
+cattrs converter, with the schema version checked on the way back."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import orjson
 
 from ._errors import CorruptEvent, UnknownSchemaVersion
 from ._events import PAYLOAD_TYPES, SCHEMA_VERSION, Event, EventKind, Payload, SessionKey
+
+__all__ = ["decode_payload", "encode_payload", "event_from_dict", "event_to_dict"]
 
 
 def _make_converter() -> cattrs.Converter:

@@ -1,6 +1,6 @@
 """Reading agent spec files: TOML to an :class:`~._spec.AgentSpec`, every problem at once.
 
-Each problem names the file, the line that sets the key (see :mod:`._spec_lines`), the key and
+Each problem names the file, the line that sets the key (see :mod:`._lines`), the key and
 what is wrong; a misspelt key gets a "did you mean". Wherever a spec takes seconds it also takes
 a duration (``"90s"``, ``"30m"``, ``"1h30m"``).
 """
@@ -21,9 +21,9 @@ from usage import Pricing
 from .._errors import ConfigurationError
 from ..retry import TransientRetry, transient
 from ._durations import parse_duration
+from ._lines import key_lines
 from ._refs import ToolRef
 from ._spec import RESERVED_OUTCOMES, AgentSpec, MCPEntry, Problem, problem_at
-from ._spec_lines import key_lines
 
 __all__ = ["load_spec", "read_spec"]
 

@@ -48,9 +48,9 @@ from .._errors import ConfigurationError
 from .._options import make_options
 from .._steering import check_scoped
 from ._hooks import hook_problems
+from ._reader import read_spec
 from ._refs import scripted_factory, tool_from_ref
 from ._spec import AgentSpec, Problem, Severity, problem_at
-from ._spec_reader import read_spec
 
 __all__ = ["unpriced_cap", "validate", "validated_spec"]
 

@@ -52,7 +52,7 @@ modules named by tool and model references) is taken relative to that directory:
     connect_timeout = "1m"                  # to start and list its tools (default 30 s)
 
 This module holds the value, :class:`AgentSpec`, and the :class:`Problem` findings;
-:mod:`._spec_reader` reads a file into one (:func:`~._spec_reader.load_spec`: a
+:mod:`._reader` reads a file into one (:func:`~._reader.load_spec`: a
 :class:`ConfigurationError` names the file, the line, the key and the problem);
 ``autonomous validate`` lists every :class:`Problem`. Reference modules are imported with the
 spec's directory on ``sys.path``, so module names must be unique across the specs one process

@@ -3,7 +3,8 @@
 A daemon resumes thousands of sessions of a few spec files. Each resume still reads the file
 and hashes its bytes (its identity, which the caller checks against the one the session
 recorded), but the parse, the validation and the import of its tools and model factory happen
-only for bytes not seen before: one entry per path, replaced when the file changes.
+only for bytes not seen before: one entry per path, replaced when the file changes. How a
+file is loaded (validated, and its errors reported) is the caller's: the daemon passes its own.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import attrs
 
 from eventlog import SessionRef
 
-from ._common import load_session_spec
 from ._spec import AgentSpec, SessionBuild, file_identity
 
 
@@ -35,16 +35,22 @@ class _Version:
     by_model: dict[str | None, _Loaded] = attrs.field(factory=dict)
 
 
-class SpecCache:
-    """Specs by absolute path and the digest of the file's bytes (see the module docstring)."""
+#: Loads the spec at a path, with a model in place of its own when one is given.
+SpecLoader = Callable[[str, str | None], AgentSpec]
 
-    def __init__(self) -> None:
+
+class SpecCache:
+    """Specs by absolute path and the digest of the file's bytes (see the module docstring),
+    each loaded by ``load`` (which raises for a spec that does not load)."""
+
+    def __init__(self, load: SpecLoader) -> None:
+        self._load = load
         self._versions: dict[Path, _Version] = {}
 
     def load(self, path: str, model: str | None) -> AgentSpec:
-        """The spec at ``path`` (with ``model`` in place of its own when given) as
-        :func:`~._common.load_session_spec` gives it, the same object while the file's bytes
-        are unchanged; a spec that does not load raises each time, and is not cached."""
+        """The spec at ``path`` (with ``model`` in place of its own when given) as the cache's
+        loader gives it, the same object while the file's bytes are unchanged; a spec that
+        does not load raises each time, and is not cached."""
         where = Path(path).absolute()
         identity = file_identity(where)
         version = self._versions.get(where)
@@ -52,7 +58,7 @@ class SpecCache:
             version = _Version(identity)
         if model in version.by_model:
             return version.by_model[model].spec
-        spec = load_session_spec(path, model)
+        spec = self._load(path, model)
         if file_identity(where) == identity:  # the bytes validated are the bytes hashed
             version.by_model[model] = _Loaded(spec)
             self._versions[where] = version
