@@ -44,8 +44,8 @@ from .._progress import CheckpointWritten, RunExited
 from .._result import RunResult, StopReason
 from .._state._conversation import Conversation
 from .._state._history import INTERRUPTED, Window
-from .._state._run_state import RunState, StateCell, Tally
-from .._tools._exit_tools import ControlTools
+from .._state._run_state import Meter, RunState, StateCell
+from .._tools._exit_tools import ExitTools
 from .._tools._tool_result import error_record
 from ._loop import LoopDeps, run_loop
 from ._summary import compactor_for
@@ -112,7 +112,7 @@ class Run:
         o = opts
         #: The run's done and schedule tools (their options are not budgets: a resume's
         #: budgets leave them as they are).
-        self.exit_tools = ControlTools(
+        self.exit_tools = ExitTools(
             done_name=o.done_tool_name,
             schedule_name=o.schedule_tool_name if o.scheduler is not None else None,
             outcomes=o.outcomes,
@@ -320,7 +320,7 @@ class Run:
             checkpoint=self._checkpoint,
             exit=self._exit,
             tool_table=self.session.tools,
-            compactor=await compactor_for(self.opts, self.cell.state.tally, self.observer),
+            compactor=await compactor_for(self.opts, self.cell.state.meter, self.observer),
         )
 
     async def _hold(self, ref: SessionRef) -> None:
@@ -589,7 +589,7 @@ class Run:
         if pending:
             self.log.warning("inbox_undelivered", messages=len(pending))
         self.controls.finish(reason)  # lease_lost, when the store refused the last write
-        spent = state.tally.totals
+        spent = state.meter.spent
         await self.observer.emit(
             RunExited(spent.turns, reason.value),
             input_tokens=spent.input_tokens,
@@ -607,7 +607,7 @@ class Run:
         # A call cut short (a stop during a tool) is answered in the log, so a resume sends a
         # conversation the provider accepts. A sleep's wake time is kept: a resume waits out
         # the rest of it.
-        self._conv.answer_open_calls(INTERRUPTED, self.cell.state.tally.totals.turns)
+        self._conv.answer_open_calls(INTERRUPTED, self.cell.state.meter.spent.turns)
         missing = "TimeoutError"  # why it is missing, unless written
         try:
             if self._time_left():
@@ -640,7 +640,7 @@ def _resumed_state(restored: Restored, *, continuation_prompt: str) -> RunState:
     control requests since (a wake ends the resume's wait)."""
     cp = restored.checkpoint
     if cp is None:
-        state = RunState(Tally(restored.totals), restored.goal, continuation_prompt)
+        state = RunState(Meter(restored.totals), restored.goal, continuation_prompt)
     else:
         state = RunState.from_checkpoint(cp, goal=restored.goal, totals=restored.totals)
     wake = None if restored.woken else state.next_wake_at
