@@ -51,7 +51,6 @@ class Restored:
     totals: Spending
     #: The conversation a resume goes on with (its window, where it began, its summary).
     history: History
-    goal: str
     pending: tuple[InboxMessage, ...]
     delivered: frozenset[str]
     paused: bool
@@ -103,7 +102,6 @@ async def restore(
         totals=_totals(cp, tail, counted=unfinished is not None),
         budgets=budgets[-1] if budgets else cp.budgets if cp is not None else None,
         history=history,
-        goal=goal,
         pending=pending,
         delivered=delivered,
         paused=controls.paused if controls.paused is not None else bool(cp and cp.paused),

@@ -96,6 +96,8 @@ class Run:
         self.resume_ref = resume
         self.force = force
         self.adopted = lease  # a lease lent to the run: held, never taken nor dropped here
+        #: The goal a new session starts with (a resume's is its log's: the history holds it).
+        self.goal = goal
         self.cell = StateCell(RunState.fresh(goal))
         self.observer = Observer.for_run(
             progress=opts.progress,
@@ -209,7 +211,7 @@ class Run:
         if ref is not None:
             await self._watch_after(await self._resume(session, agent))
         else:
-            conv.history.goal = self.cell.state.goal
+            conv.history.goal = self.goal
             # A new session's inbox and control are read from its first event: whatever was
             # sent to it before this run took its lease is obeyed (a stop) or delivered.
             await self._watch_after(0)
@@ -258,7 +260,7 @@ class Run:
             inbox.add(message)
         if restored.paused:
             self.controls.set_paused(True)
-        conv.history = restored.history  # its goal is the state's: both read the checkpoint's
+        conv.history = restored.history  # with its goal: the checkpoint's, else the first prompt
         self.log.info("run_resumed", **describe(restored))
         await self._close_complete_turn()
         return restored.last_seq
@@ -543,6 +545,7 @@ class Run:
         keeper, controls = self._keeper, self.controls
         checkpoint = self.cell.state.to_checkpoint(
             stop_reason,
+            goal=self._conv.history.goal,
             next_wake_at=next_wake_at,
             inbox_from_seq=controls.inbox.oldest_seq(),
             paused=controls.paused,
@@ -640,9 +643,9 @@ def _resumed_state(restored: Restored, *, continuation_prompt: str) -> RunState:
     control requests since (a wake ends the resume's wait)."""
     cp = restored.checkpoint
     if cp is None:
-        state = RunState(Meter(restored.totals), restored.goal, continuation_prompt)
+        state = RunState(Meter(restored.totals), continuation_prompt)
     else:
-        state = RunState.from_checkpoint(cp, goal=restored.goal, totals=restored.totals)
+        state = RunState.from_checkpoint(cp, totals=restored.totals)
     wake = None if restored.woken else state.next_wake_at
     return attrs.evolve(state, next_wake_at=wake, resumed_turn=restored.unfinished)
 

@@ -1,8 +1,10 @@
-"""The run's state as one value: spending, goal, next prompt and wake, done signal, retries, and
-its lifecycle (pause, stop, the end), from which the handle's status is derived.
+"""The run's state as one value: spending, next prompt and wake, done signal, retries, and its
+lifecycle (pause, stop, the end), from which the handle's status is derived.
 
 It turns into a checkpoint and a result, and a checkpoint turns back into it (resume, and a
-session that finished already). A frozen value, kept in one :class:`StateCell` per run and
+session that finished already). The goal is not part of it: the conversation's
+:class:`~autonomous._state._history.History` holds it (one source, the same live and resumed),
+and the checkpoint is given it. A frozen value, kept in one :class:`StateCell` per run and
 replaced whole: by :func:`~autonomous._run._decide.next_step` after each attempt, by the few
 changes the loop and the run make around it (a resume, a wake, the exit's reason), and by
 the run's controls (pause, resume, stop, a lost lease, the end), which change its
@@ -179,8 +181,6 @@ class RunState:
 
     #: The run's meter: its spending and the last answer's text, updated call by call.
     meter: Meter
-    #: The run's goal: the first prompt, pinned in the system message when turns are trimmed.
-    goal: str
     #: The prompt of the next turn.
     next_prompt: str
     #: When a scheduled sleep (or a deferred session) wakes; None while awake.
@@ -213,17 +213,14 @@ class RunState:
     @classmethod
     def fresh(cls, goal: str) -> RunState:
         """A new run's state: nothing spent, the goal is the first prompt."""
-        return cls(Meter(Spending()), goal=goal, next_prompt=goal)
+        return cls(Meter(Spending()), next_prompt=goal)
 
     @classmethod
-    def from_checkpoint(
-        cls, cp: Checkpoint, *, goal: str = "", totals: Spending | None = None
-    ) -> RunState:
+    def from_checkpoint(cls, cp: Checkpoint, *, totals: Spending | None = None) -> RunState:
         """The state ``cp`` recorded; ``totals`` when a crashed turn spent more after it."""
         spent = Spending.from_checkpoint(cp)
         return cls(
             Meter(totals if totals is not None else spent, cp.final_text),
-            goal=cp.goal or goal,
             next_prompt=cp.next_prompt,
             next_wake_at=cp.next_wake_at,
             done_detail=cp.done_detail,
@@ -236,6 +233,7 @@ class RunState:
         self,
         stop_reason: StopReason | None,
         *,
+        goal: str,
         next_wake_at: datetime | None,
         inbox_from_seq: int,
         paused: bool,
@@ -243,8 +241,8 @@ class RunState:
         unseen_from: int,
         budgets: Budgets,
     ) -> Checkpoint:
-        """The checkpoint of this state; the fields the run's controls and log watch own are
-        passed in."""
+        """The checkpoint of this state; the fields the run's conversation (its goal), controls
+        and log watch own are passed in."""
         t = self.meter.spent
         return Checkpoint(
             turns=t.turns,
@@ -262,7 +260,7 @@ class RunState:
             model_calls=t.model_calls,
             turn_failed=self.last_turn_failed,
             failed_attempts=self.failed_attempts,
-            goal=self.goal,
+            goal=goal,
             inbox_from_seq=inbox_from_seq,
             unpriced=self.unpriced,
             paused=paused,

@@ -126,7 +126,7 @@ JUST_NOW = Seen(NOW)
 
 def state_of(totals: Spending = NOTHING, **changes: Any) -> RunState:
     """A run's state that has spent ``totals``, with ``changes``."""
-    return attrs.evolve(RunState(Meter(totals), goal="goal", next_prompt="base"), **changes)
+    return attrs.evolve(RunState(Meter(totals), next_prompt="base"), **changes)
 
 
 OPTS = RunOptions(max_turns=10, continuation_prompt="go on", done_tool_name="finish")
@@ -308,7 +308,7 @@ class TestNextStepProperties:
             assert not got.checkpoint
         if isinstance(step, Wait):
             assert step.schedule.wake_at <= NOW + timedelta(seconds=600)
-        assert (state.goal, state.meter) == (new.goal, new.meter)
+        assert state.meter == new.meter
         if not failed:
             assert ("", "") == (new.steer, new.error)
 
