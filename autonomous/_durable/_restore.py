@@ -39,7 +39,7 @@ from .._control._inbox import InboxMessage
 from .._control._session_state import SessionState
 from .._control._session_state import horizon as first_unseen
 from .._state._history import HISTORY_KINDS, History, OpenTurn, Window
-from .._state._run_state import Totals
+from .._state._run_state import Spending
 
 
 @attrs.frozen
@@ -48,10 +48,9 @@ class Restored:
 
     checkpoint: Checkpoint | None
     checkpoint_seq: int
-    totals: Totals
+    totals: Spending
     #: The conversation a resume goes on with (its window, where it began, its summary).
     history: History
-    goal: str
     pending: tuple[InboxMessage, ...]
     delivered: frozenset[str]
     paused: bool
@@ -103,7 +102,6 @@ async def restore(
         totals=_totals(cp, tail, counted=unfinished is not None),
         budgets=budgets[-1] if budgets else cp.budgets if cp is not None else None,
         history=history,
-        goal=goal,
         pending=pending,
         delivered=delivered,
         paused=controls.paused if controls.paused is not None else bool(cp and cp.paused),
@@ -170,7 +168,7 @@ async def undelivered(
     return tuple(m.text for m in pending)
 
 
-def _totals(cp: Checkpoint | None, tail: list[Event], *, counted: bool) -> Totals:
+def _totals(cp: Checkpoint | None, tail: list[Event], *, counted: bool) -> Spending:
     """Checkpoint totals plus what a crashed run spent after it (budgets never go back): every
     model call whose answer is in the log counts.
 
@@ -178,7 +176,7 @@ def _totals(cp: Checkpoint | None, tail: list[Event], *, counted: bool) -> Total
     the model answered in it); with no checkpoint at all, only one the model answered (the
     resumed run goes on with it), so that a log of bare history starts at 0.
     """
-    t = Totals() if cp is None else Totals.from_checkpoint(cp)
+    t = Spending() if cp is None else Spending.from_checkpoint(cp)
     started = False
     retried = cp is not None and cp.open_turn > 0
     for event in tail:

@@ -37,7 +37,6 @@ __all__ = [
     "Proceed",
     "RecentEvents",
     "RulesSupervisor",
-    "Spent",
     "Steer",
     "Supervisor",
     "SupervisorDecision",
@@ -144,9 +143,9 @@ class _Caps(Protocol):
     def max_wallclock(self) -> float: ...
 
 
-class Spent(Protocol):
-    """What the run has spent, as the driver's ``Totals`` holds it (read by snapshots and by
-    the run's observer)."""
+class _Spending(Protocol):
+    """What the run has spent, as its ``Spending`` value holds it (``_state``, a layer above
+    this one, defines that value; snapshots read these fields of it)."""
 
     @property
     def turns(self) -> int: ...
@@ -158,7 +157,7 @@ class Spent(Protocol):
     def cost_usd(self) -> float: ...
 
 
-def budgets_left(caps: _Caps, spent: Spent, elapsed: float) -> BudgetsLeft:
+def budgets_left(caps: _Caps, spent: _Spending, elapsed: float) -> BudgetsLeft:
     """What is left of each cap (never below zero); a zero cap is uncapped (``None``)."""
     return BudgetsLeft(
         turns=max(0, caps.max_turns - spent.turns) if caps.max_turns else None,
@@ -212,7 +211,7 @@ class RecentEvents:
         return tuple(self._events)
 
     def snapshot(
-        self, turn: int, *, caps: _Caps, spent: Spent, elapsed: float
+        self, turn: int, *, caps: _Caps, spent: _Spending, elapsed: float
     ) -> SupervisorSnapshot:
         """The snapshot for a supervisor consulted before turn ``turn``."""
         return SupervisorSnapshot(

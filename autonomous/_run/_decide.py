@@ -21,7 +21,7 @@ from scheduler import ScheduleEvent
 from .._control._inbox import InboxMessage, inbox_block
 from .._options import RunOptions
 from .._result import RetryDecision, StopReason
-from .._state._run_state import Retrying, RunState, Totals
+from .._state._run_state import Retrying, RunState, Spending
 from .._tools._exit_tools import DoneSignal
 from .._tools._tool_result import error_record
 
@@ -34,8 +34,8 @@ __all__ = [
     "Retry",
     "Retrying",
     "Seen",
+    "Spending",
     "Step",
-    "Totals",
     "TurnOutcome",
     "Wait",
     "budget_before_turn",
@@ -52,7 +52,7 @@ __all__ = [
 ]
 
 
-def _spend_exceeded(opts: RunOptions, totals: Totals) -> StopReason | None:
+def _spend_exceeded(opts: RunOptions, totals: Spending) -> StopReason | None:
     if opts.max_input_tokens and totals.input_tokens >= opts.max_input_tokens:
         return StopReason.MAX_TOKENS_EXCEEDED
     if opts.max_output_tokens and totals.output_tokens >= opts.max_output_tokens:
@@ -62,7 +62,7 @@ def _spend_exceeded(opts: RunOptions, totals: Totals) -> StopReason | None:
     return None
 
 
-def turn_budget(opts: RunOptions, totals: Totals, elapsed: float) -> StopReason | None:
+def turn_budget(opts: RunOptions, totals: Spending, elapsed: float) -> StopReason | None:
     """The budget that forbids the next turn, checked in order: wall-clock, turns, input
     tokens, output tokens, cost. A zero cap is off."""
     if opts.max_wallclock and elapsed >= opts.max_wallclock:
@@ -72,7 +72,7 @@ def turn_budget(opts: RunOptions, totals: Totals, elapsed: float) -> StopReason 
     return _spend_exceeded(opts, totals)
 
 
-def call_budget(opts: RunOptions, totals: Totals, elapsed: float) -> StopReason | None:
+def call_budget(opts: RunOptions, totals: Spending, elapsed: float) -> StopReason | None:
     """The budget that forbids the next model call inside a turn (turns do not apply)."""
     if opts.max_wallclock and elapsed >= opts.max_wallclock:
         return StopReason.WALLCLOCK_EXCEEDED
@@ -107,7 +107,7 @@ def estimate_input_tokens(chars: int, last_chars: int, last_tokens: int) -> int:
 
 
 def call_would_pass(
-    opts: RunOptions, totals: Totals, *, input_tokens: int, most_cost_usd: float
+    opts: RunOptions, totals: Spending, *, input_tokens: int, most_cost_usd: float
 ) -> StopReason | None:
     """The cap the next model call would pass, with ``input_tokens`` of input and costing at
     most ``most_cost_usd``: input tokens, then cost (a zero cap is off). Reaching a cap
@@ -165,7 +165,7 @@ class TurnOutcome:
     """
 
     text: str = ""
-    spent: Totals = attrs.field(factory=Totals)
+    spent: Spending = attrs.field(factory=Spending)
     done: DoneSignal | None = None
     schedule: ScheduleEvent | None = None
     error: BaseException | None = attrs.field(default=None, eq=False)
@@ -271,7 +271,7 @@ def next_step(
     checkpoint next: a finish, or a budget spent before the next turn.
     """
     failed = outcome.failed
-    totals = state.tally.totals
+    totals = state.meter.spent
     step = _outcome_step(state, outcome, seen, opts)
     finishing = state.finishing
     late = seen.waiting and turn_budget(opts, totals, seen.elapsed) is None
@@ -315,7 +315,7 @@ def budget_before_turn(opts: RunOptions, state: RunState, elapsed: float) -> Sto
     """The budget that ends the run before the next turn; a run whose done tool was called
     ends ``completed`` when no budget is left for the turn that delivers its inbox, and a
     resumed turn counted already starts none."""
-    totals = state.tally.totals
+    totals = state.meter.spent
     reason = turn_budget(opts, totals, elapsed)
     if reason is not None and state.finishing:
         return StopReason.COMPLETED

@@ -34,14 +34,14 @@ from .._result import RetryDecision, RunResult, StopReason
 from .._state._conversation import Conversation
 from .._state._history import INTERRUPTED
 from .._state._run_state import RunState, StateCell
-from .._tools._exit_tools import ControlTools
+from .._tools._exit_tools import ExitTools
 from ._decide import (
     Attempt,
     Finish,
     Retry,
     Seen,
+    Spending,
     Step,
-    Totals,
     TurnOutcome,
     Wait,
     budget_before_turn,
@@ -77,7 +77,7 @@ class LoopDeps:
     opts: RunOptions
     conv: Conversation
     controls: RunControls
-    exit_tools: ControlTools
+    exit_tools: ExitTools
     observer: Observer
     pricing: Pricing
     #: Seconds since this process started the run.
@@ -137,13 +137,13 @@ def _runner(deps: LoopDeps, state: RunState, agent: Agent) -> TurnRunner:
         model=agent.model,
         tools={t.name: t for t in tools},
         specs=[t.spec() for t in tools],
-        control=deps.exit_tools,
+        exit_tools=deps.exit_tools,
         conv=deps.conv,
         opts=deps.opts,
         pricing=deps.pricing,
         tracker=deps.opts.tracker,
         gate=deps.opts.permissions_gate,
-        tally=state.tally,
+        meter=state.meter,
         elapsed=deps.elapsed,
         observer=deps.observer,
         tool_table=deps.tool_table,
@@ -157,7 +157,7 @@ async def _wait_resumed(deps: LoopDeps, cell: StateCell, wake_at: datetime) -> N
     sleeping one wake by the same rules.
     """
     assert deps.controls.wake is not None
-    turns = cell.state.tally.totals.turns
+    turns = cell.state.meter.spent.turns
     await deps.observer.emit(Sleeping(turns, wake_at))
     deps.controls.set_idle(True)
     try:
@@ -175,7 +175,7 @@ def _next_turn(state: RunState) -> int:
         return state.resumed_turn.turn
     if state.retrying is not None:
         return state.retrying.turn
-    return state.tally.totals.turns + 1
+    return state.meter.spent.turns + 1
 
 
 async def _before_turn(deps: LoopDeps, turn: int) -> BaseException | None:
@@ -195,7 +195,7 @@ async def _supervise(deps: LoopDeps, cell: StateCell, turn: int) -> RunResult | 
     opts, recent = deps.opts, deps.observer.recent
     if opts.supervisor is None or recent is None:
         return None
-    spent = cell.state.tally.totals
+    spent = cell.state.meter.spent
     snapshot = recent.snapshot(turn, caps=opts, spent=spent, elapsed=deps.elapsed())
     decision = await consult(
         opts.supervisor, snapshot, timeout=opts.supervisor_timeout, clock=opts.clock
@@ -229,7 +229,7 @@ async def _turn(deps: LoopDeps, cell: StateCell, runner: TurnRunner, turn: int) 
         # model goes on from what it did (its tool calls ran), as after a crash. An attempt
         # spends a turn of the budget all the same.
         batch = tuple(m for m in inbox.snapshot() if m.message_id in retrying.inbox_ids)
-        state.tally.totals += Totals(turns=1)
+        state.meter.spent += Spending(turns=1)
     else:
         batch = inbox.snapshot()
         if deps.compactor is not None:
@@ -239,7 +239,7 @@ async def _turn(deps: LoopDeps, cell: StateCell, runner: TurnRunner, turn: int) 
         refused = runner.refused_call({"role": "user", "content": prompt})
         if refused is not None:
             return Finish(StopReason.COMPLETED if state.finishing else refused)
-        state.tally.totals += Totals(turns=1)
+        state.meter.spent += Spending(turns=1)
         deps.conv.begin_turn(prompt, turn, tuple(m.message_id for m in batch))
     await deps.observer.emit(
         TurnStarted(turn, state.failed_attempts + 1), inbox=len(batch), resumed=resumed is not None

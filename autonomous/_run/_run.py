@@ -44,8 +44,8 @@ from .._progress import CheckpointWritten, RunExited
 from .._result import RunResult, StopReason
 from .._state._conversation import Conversation
 from .._state._history import INTERRUPTED, Window
-from .._state._run_state import RunState, StateCell, Tally
-from .._tools._exit_tools import ControlTools
+from .._state._run_state import Meter, RunState, StateCell
+from .._tools._exit_tools import ExitTools
 from .._tools._tool_result import error_record
 from ._loop import LoopDeps, run_loop
 from ._summary import compactor_for
@@ -63,21 +63,31 @@ _AUTHOR = "autonomous"
 
 @attrs.frozen
 class Session:
-    """What a run works on once its agent is built, all of it at once: the conversation (its
-    log and key), the prices its calls count with, and its tools when MCP servers add to the
-    agent's own (None: the agent's)."""
+    """What a run works on once it has started, all of it at once: its agent, the
+    conversation (its log and key), the prices its calls count with, and its tools when MCP
+    servers add to the agent's own (None: the agent's).
 
+    Built once by :meth:`Run._start` and handed to the loop and the checkpoints; a run that
+    stops, fails or finds its session finished before that has none.
+    """
+
+    agent: Agent
     conv: Conversation
     pricing: Pricing
     tools: ToolTable | None
+
+    @property
+    def key(self) -> SessionKey:
+        """The session's key."""
+        return self.conv.key
 
 
 class Run:
     """One run of the loop, shared by the entry points and the handle.
 
     It builds the agent, opens (or resumes) the session and holds its lease, then hands the
-    loop the :class:`StateCell` that keeps its :class:`RunState` and a :class:`LoopDeps`; the
-    exits and checkpoints are its own.
+    loop the :class:`StateCell` that keeps its :class:`RunState` and a :class:`LoopDeps` made
+    from the :class:`Session` its start built; the exits and checkpoints are its own.
     """
 
     def __init__(
@@ -96,6 +106,8 @@ class Run:
         self.resume_ref = resume
         self.force = force
         self.adopted = lease  # a lease lent to the run: held, never taken nor dropped here
+        #: The goal a new session starts with (a resume's is its log's: the history holds it).
+        self.goal = goal
         self.cell = StateCell(RunState.fresh(goal))
         self.observer = Observer.for_run(
             progress=opts.progress,
@@ -103,16 +115,18 @@ class Run:
             telemetry=opts.telemetry or auto_telemetry(),
         )
         self.controls = RunControls(Inbox(), self.observer, self.cell)
+        #: How the run ended (None while it runs): the first exit sets it, the others return it.
         self.result: RunResult | None = None
-        self.key: SessionKey | None = None
-        #: The session the run works on, once its agent is built and its tools are open.
+        #: The session the run works on, set once it is complete (None before: a stop or a
+        #: failure during the start finds none, and writes no checkpoint).
         self.session: Session | None = None
+        #: The session's lease and log watch, from the moment the run takes the lease (on a
+        #: resume, before the agent is built) to its release; None: a session not leased.
         self._keeper: SessionKeeper | None = None
-        self._known: SessionState | None = None  # read once, under the lease, to resume
         o = opts
         #: The run's done and schedule tools (their options are not budgets: a resume's
         #: budgets leave them as they are).
-        self.exit_tools = ControlTools(
+        self.exit_tools = ExitTools(
             done_name=o.done_tool_name,
             schedule_name=o.schedule_tool_name if o.scheduler is not None else None,
             outcomes=o.outcomes,
@@ -124,16 +138,16 @@ class Run:
         )
         self._final_written = False
         self._last_by: float | None = None  # when the last writes' time is up (run's clock)
-        self._started = 0.0
+        self._started_at = 0.0
         self._resources = AsyncExitStack()
         #: The budgets given to a resume explicitly: they change the session's recorded ones.
         self.budgets_given = budgets_given
 
     @property
-    def _conv(self) -> Conversation:
-        """The session's conversation (only asked for once the session is open)."""
-        assert self.session is not None
-        return self.session.conv
+    def key(self) -> SessionKey | None:
+        """The session's key, once the agent is built and its conversation open."""
+        conv = self.controls.conv
+        return conv.key if conv is not None else None
 
     @property
     def log(self) -> FilteringBoundLogger:
@@ -145,7 +159,7 @@ class Run:
     async def execute(self) -> RunResult:
         """Run to the end; returns the result, raises a start-up failure, re-raises
         cancellation (after the final checkpoint)."""
-        self._started = self.opts.clock.monotonic()
+        self._started_at = self.opts.clock.monotonic()
         controls = self.controls
         controls.wake = Wake(controls.inbox)
         try:
@@ -155,17 +169,17 @@ class Run:
                     scope.cancel()
                 try:  # the stack holds what the run connects (MCP servers) till it ends
                     async with AsyncExitStack() as self._resources:
-                        agent = await self._start()
-                        if agent is not None:
-                            with self.observer.run_span(str(self.key), agent.name, agent.model):
-                                await self._drive(agent)
+                        session = await self._start()
+                        if session is not None:
+                            agent = session.agent
+                            with self.observer.run_span(str(session.key), agent.name, agent.model):
+                                await self._drive(session)
                 except LeaseLost:  # an append the store refused: another holder has the session
                     self._fenced_out()
-            if self.result is None:
-                lost = controls.life.lease_lost
-                await self._exit(StopReason.LEASE_LOST if lost else StopReason.CONTEXT_CANCELLED)
-            assert self.result is not None
-            return self.result
+            if self.result is not None:
+                return self.result
+            lost = controls.life.lease_lost
+            return await self._exit(StopReason.LEASE_LOST if lost else StopReason.CONTEXT_CANCELLED)
         except anyio.get_cancelled_exc_class():
             with anyio.move_on_after(_FINAL_WRITE_TIMEOUT, shield=True):
                 await self._exit(StopReason.CONTEXT_CANCELLED)
@@ -179,16 +193,19 @@ class Run:
             self.observer.close()
             controls.end()
 
-    async def _start(self) -> Agent | None:
-        """Build the agent and open (or resume) its session, then mark the run ready.
+    async def _start(self) -> Session | None:
+        """Build the agent and open (or resume) its session, then mark the run ready; the
+        session the run works on.
 
         None when the resumed session had already finished: its stored result is the run's.
         """
         ref = self.resume_ref
+        known: SessionState | None = None  # read once, under the lease, to resume
         if ref is not None:
             if ref.log.durable or self.adopted is not None:
                 await self._hold(ref)
-            if await self._finished_already(ref) is not None:
+            known = await session_state(ref.log, ref.key)
+            if await self._finished_already(ref, known) is not None:
                 return None
         agent = await self._build()
         conv = self._open(agent)
@@ -200,25 +217,25 @@ class Run:
         tools = await open_tool_table(
             agent, self._resources, self.log, clock=self.opts.clock, time_left=self.wallclock_left
         )
-        self.session = session = Session(conv, pricing, tools)
+        self.session = session = Session(agent, conv, pricing, tools)
         if self._keeper is None and conv.log.durable:
             key = conv.key
             await self._hold(SessionRef(conv.log, key.app, key.user, key.session_id))
         if self._keeper is not None:
             conv.lease = self._keeper.lease  # every append of the run is fenced by it
         if ref is not None:
-            await self._watch_after(await self._resume(session, agent))
+            await self._watch_after(await self._resume(session, known), conv)
         else:
-            conv.history.goal = self.cell.state.goal
+            conv.history.goal = self.goal
             # A new session's inbox and control are read from its first event: whatever was
             # sent to it before this run took its lease is obeyed (a stop) or delivered.
-            await self._watch_after(0)
+            await self._watch_after(0, conv)
             if conv.log.durable:
-                await self._record_start()
+                await self._record_start(conv)
         self.controls.ready.set()
-        return agent
+        return session
 
-    async def _watch_after(self, seq: int) -> None:
+    async def _watch_after(self, seq: int, conv: Conversation) -> None:
         """Obey the inbox and control events after ``seq`` now, and (on a durable session)
         watch for the later ones."""
         keeper = self._keeper
@@ -228,25 +245,24 @@ class Run:
                 await keeper.poll()
             return
         if seq == 0:  # no watch: one read of what was sent before the run
-            conv = self._conv
             for event in await conv.log.read(conv.key, kinds=WATCH_KINDS):
                 self.controls.apply_remote(event)
 
-    async def _record_start(self) -> None:
+    async def _record_start(self, conv: Conversation) -> None:
         """Record a new durable session's start before its first turn: its budgets, and a
         first checkpoint (no turns yet, the goal as the next prompt), so that a run that dies
         in its first turn leaves a session that is listed, resumed with its goal and budgets,
         and never started again as new."""
-        conv = self._conv
         conv.record(budgets_of(self.opts))
-        conv.record(self._checkpoint_of(None))
+        conv.record(self._checkpoint_of(conv, None))
         await conv.flush()
 
-    async def _resume(self, session: Session, agent: Agent) -> int:
-        """Put the run where its session's log left it; the last seq read."""
+    async def _resume(self, session: Session, known: SessionState | None) -> int:
+        """Put the run where its session's log left it (``known``: its state as read under
+        the lease); the last seq read."""
         conv = session.conv
-        restored = await restore(conv.log, conv.key, window=conv.window, known=self._known)
-        self._adopt_budgets(session, agent, restored.budgets)
+        restored = await restore(conv.log, conv.key, window=conv.window, known=known)
+        self._adopt_budgets(session, restored.budgets)
         prompt = self.opts.continuation_prompt
         resumed = _resumed_state(restored, continuation_prompt=prompt)
         # What the run's controllers asked before it got here (a stop, a pause) still holds.
@@ -258,26 +274,27 @@ class Run:
             inbox.add(message)
         if restored.paused:
             self.controls.set_paused(True)
-        conv.history = restored.history  # its goal is the state's: both read the checkpoint's
+        conv.history = restored.history  # with its goal: the checkpoint's, else the first prompt
         self.log.info("run_resumed", **describe(restored))
-        await self._close_complete_turn()
+        await self._close_complete_turn(conv)
         return restored.last_seq
 
-    def _adopt_budgets(self, session: Session, agent: Agent, recorded: Budgets | None) -> None:
+    def _adopt_budgets(self, session: Session, recorded: Budgets | None) -> None:
         """Run under the session's recorded budgets, but for those given to this resume
         explicitly (a change, recorded in the log); a session from before budgets were
         recorded runs under the options' and has them recorded now."""
         given = {name: getattr(self.opts, name) for name in self.budgets_given}
         budgets = attrs.evolve(recorded, **given) if recorded is not None else budgets_of(self.opts)
         self.opts = with_budgets(self.opts, budgets)
-        self._refuse_unpriced_cap(agent, session.pricing)
+        self._refuse_unpriced_cap(session.agent, session.pricing)
         if budgets != recorded:  # in the run's next write, with what it changes
             session.conv.record(budgets)
             self.log.info("budgets_recorded", **attrs.asdict(budgets))
 
-    async def _drive(self, agent: Agent) -> RunResult:
+    async def _drive(self, session: Session) -> RunResult:
         """The keeper's tasks (on a durable session) around the loop."""
-        deps = await self._loop_deps(agent)
+        deps = await self._loop_deps(session)
+        agent = session.agent
         keeper = self._keeper
         if keeper is None:
             return await run_loop(deps, self.cell, agent)
@@ -304,23 +321,28 @@ class Run:
             raise failure
         return result
 
-    async def _loop_deps(self, agent: Agent) -> LoopDeps:
-        assert self.session is not None
-        pricing = self.session.pricing
+    async def _loop_deps(self, session: Session) -> LoopDeps:
+        pricing = session.pricing
         self.cell.evolve(unpriced=pricing.is_zero)
+
+        async def checkpoint(
+            stop_reason: StopReason | None, *, next_wake_at: datetime | None = None
+        ) -> None:
+            await self._checkpoint(session.conv, stop_reason, next_wake_at=next_wake_at)
+
         return LoopDeps(
             opts=self.opts,
-            conv=self.session.conv,
+            conv=session.conv,
             controls=self.controls,
             exit_tools=self.exit_tools,
             observer=self.observer,
             pricing=pricing,
             elapsed=self.elapsed,
             poll_inbox=self.poll_inbox,
-            checkpoint=self._checkpoint,
+            checkpoint=checkpoint,
             exit=self._exit,
-            tool_table=self.session.tools,
-            compactor=await compactor_for(self.opts, self.cell.state.tally, self.observer),
+            tool_table=session.tools,
+            compactor=await compactor_for(self.opts, self.cell.state.meter, self.observer),
         )
 
     async def _hold(self, ref: SessionRef) -> None:
@@ -335,10 +357,10 @@ class Run:
         )
         await self._keeper.begin(self._resources)
 
-    async def _finished_already(self, ref: SessionRef) -> RunResult | None:
-        """The stored result of a session that completed, or that was stopped on purpose
-        and is not resumed with ``force``; None when the session is to run."""
-        session = self._known = await session_state(ref.log, ref.key)
+    async def _finished_already(self, ref: SessionRef, session: SessionState) -> RunResult | None:
+        """The stored result of a session (in state ``session``) that completed, or that was
+        stopped on purpose and is not resumed with ``force``; None when the session is to
+        run."""
         if session.completed:
             reason = StopReason.COMPLETED
         elif session.stopped and not self.force:
@@ -346,7 +368,6 @@ class Run:
             self.log.info("resume_refused_stopped", session=str(ref.key))
         else:
             return None
-        self.key = ref.key
         cp = session.checkpoint
         waiting: tuple[str, ...] = ()
         if cp is not None:  # messages acknowledged after it stay reported
@@ -359,7 +380,7 @@ class Run:
             # Make the stop part of the session's state, so a daemon no longer finds it due.
             stopped = attrs.evolve(cp, stop_reason=reason.value, stopped=True)
             await self._append_last(ref, [Event.create(ref.key, stopped, author=_AUTHOR)])
-        return self.result
+        return result
 
     async def _append_last(self, ref: SessionRef, events: list[Event]) -> None:
         if self._keeper is not None:
@@ -367,19 +388,18 @@ class Run:
         else:
             await ref.log.append(events)
 
-    async def _close_complete_turn(self) -> None:
+    async def _close_complete_turn(self, conv: Conversation) -> None:
         """Close a resumed turn whose last answer is in the log but not its checkpoint."""
         unfinished = self.cell.state.resumed_turn
         if unfinished is None or not unfinished.complete:
             return
-        conv = self._conv
         self.cell.evolve(resumed_turn=None, next_prompt=self.opts.continuation_prompt)
         inbox = self.controls.inbox
         batch = tuple(m for m in inbox.snapshot() if m.message_id in unfinished.inbox_ids)
         if batch:
             inbox.delivered(batch)
             conv.record(InboxDelivered(tuple(m.message_id for m in batch), unfinished.turn))
-        await self._checkpoint(None)
+        await self._checkpoint(conv, None)
 
     async def _build(self) -> Agent:
         extra = self.exit_tools.tools()
@@ -408,7 +428,7 @@ class Run:
         ref = agent.session or self.resume_ref
         if ref is None:
             ref = SessionRef(MemoryEventLog(), "autonomous", "local", new_event_id())
-        self.key = key = ref.key
+        key = ref.key
         summarised = self.opts.history_summary_model is not None
         window = Window(self.opts.history_turns, self.opts.history_keep, summarised)
         conv = Conversation(ref.log, key, agent.system_prompt(), _AUTHOR, window=window)
@@ -493,7 +513,7 @@ class Run:
 
     def elapsed(self) -> float:
         """Seconds since this process started the run."""
-        return self.opts.clock.monotonic() - self._started
+        return self.opts.clock.monotonic() - self._started_at
 
     def wallclock_left(self) -> float | None:
         """Seconds left of ``max_wallclock`` (None: no such budget)."""
@@ -517,6 +537,7 @@ class Run:
 
     async def _checkpoint(
         self,
+        conv: Conversation,
         stop_reason: StopReason | None,
         *,
         next_wake_at: datetime | None = None,
@@ -524,8 +545,8 @@ class Run:
     ) -> None:
         """Append a checkpoint; it closes the turn before it (unless it left it open for a
         retry), and records the failure behind it when the turn failed."""
-        conv, keeper = self._conv, self._keeper
-        checkpoint = self._checkpoint_of(stop_reason, next_wake_at=next_wake_at)
+        keeper = self._keeper
+        checkpoint = self._checkpoint_of(conv, stop_reason, next_wake_at=next_wake_at)
         self.cell.evolve(last_turn_failed=False)
         conv.record(checkpoint)
         if last and keeper is not None:  # the lease goes with the run's last write
@@ -537,12 +558,17 @@ class Run:
         await self.observer.emit(CheckpointWritten(checkpoint.turns, reason))
 
     def _checkpoint_of(
-        self, stop_reason: StopReason | None, *, next_wake_at: datetime | None = None
+        self,
+        conv: Conversation,
+        stop_reason: StopReason | None,
+        *,
+        next_wake_at: datetime | None = None,
     ) -> Checkpoint:
-        """The checkpoint of the run as it stands."""
+        """The checkpoint of the run, on ``conv``, as it stands."""
         keeper, controls = self._keeper, self.controls
         checkpoint = self.cell.state.to_checkpoint(
             stop_reason,
+            goal=conv.history.goal,
             next_wake_at=next_wake_at,
             inbox_from_seq=controls.inbox.oldest_seq(),
             paused=controls.paused,
@@ -573,53 +599,52 @@ class Run:
             with self._last_writes():  # what came since the last poll is reported, not dropped
                 await self._read_inbox()
         pending = tuple(m.text for m in self.controls.inbox.snapshot())
-        session_id = self.key.session_id if self.key is not None else ""
-        self._finish(
-            state.to_result(
-                reason,
-                session_id=session_id,
-                duration=self.elapsed(),
-                error=error,
-                undelivered=pending,
-            )
+        key = self.key
+        result = state.to_result(
+            reason,
+            session_id=key.session_id if key is not None else "",
+            duration=self.elapsed(),
+            error=error,
+            undelivered=pending,
         )
+        self._finish(result)
         self.observer.count_stop(reason.value)
-        if self.session is not None and not self._final_written and not lost:
-            reason = await self._final_checkpoint(reason)
+        session = self.session
+        if session is not None and not self._final_written and not lost:
+            reason = await self._final_checkpoint(session.conv, reason)
+            if reason is StopReason.LEASE_LOST:  # the store refused it: nothing was written
+                self.result = result = attrs.evolve(result, reason=reason, error=None)
         if pending:
             self.log.warning("inbox_undelivered", messages=len(pending))
         self.controls.finish(reason)  # lease_lost, when the store refused the last write
-        spent = state.tally.totals
+        spent = state.meter.spent
         await self.observer.emit(
             RunExited(spent.turns, reason.value),
             input_tokens=spent.input_tokens,
             output_tokens=spent.output_tokens,
             cost_usd=spent.cost_usd,
         )
-        assert self.result is not None
-        return self.result
+        return result
 
-    async def _final_checkpoint(self, reason: StopReason) -> StopReason:
+    async def _final_checkpoint(self, conv: Conversation, reason: StopReason) -> StopReason:
         """Write the last checkpoint (the lease goes with it); the reason the run ends with
         (``lease_lost`` when the store refused it)."""
-        assert self.result is not None
         self._final_written = True
         # A call cut short (a stop during a tool) is answered in the log, so a resume sends a
         # conversation the provider accepts. A sleep's wake time is kept: a resume waits out
         # the rest of it.
-        self._conv.answer_open_calls(INTERRUPTED, self.cell.state.tally.totals.turns)
+        conv.answer_open_calls(INTERRUPTED, self.cell.state.meter.spent.turns)
         missing = "TimeoutError"  # why it is missing, unless written
         try:
             if self._time_left():
                 with self._last_writes() as scope:
                     await self._checkpoint(
-                        reason, next_wake_at=self.cell.state.next_wake_at, last=True
+                        conv, reason, next_wake_at=self.cell.state.next_wake_at, last=True
                     )
                 if not scope.cancelled_caught:
                     return reason
         except LeaseLost:  # nothing of ours was written: the run ends as lease_lost
             self._fenced_out()
-            self.result = attrs.evolve(self.result, reason=StopReason.LEASE_LOST, error=None)
             return StopReason.LEASE_LOST
         except EventLogError as exc:
             if reason is not StopReason.CONTEXT_CANCELLED:
@@ -640,9 +665,9 @@ def _resumed_state(restored: Restored, *, continuation_prompt: str) -> RunState:
     control requests since (a wake ends the resume's wait)."""
     cp = restored.checkpoint
     if cp is None:
-        state = RunState(Tally(restored.totals), restored.goal, continuation_prompt)
+        state = RunState(Meter(restored.totals), continuation_prompt)
     else:
-        state = RunState.from_checkpoint(cp, goal=restored.goal, totals=restored.totals)
+        state = RunState.from_checkpoint(cp, totals=restored.totals)
     wake = None if restored.woken else state.next_wake_at
     return attrs.evolve(state, next_wake_at=wake, resumed_turn=restored.unfinished)
 

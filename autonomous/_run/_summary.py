@@ -32,7 +32,7 @@ from .._options import RunOptions
 from .._progress import HistorySummarized, ModelCalling
 from .._state._conversation import Conversation
 from .._state._history import DroppedBlock
-from .._state._run_state import Tally
+from .._state._run_state import Meter
 from ._decide import call_would_pass, estimate_input_tokens, prompt_chars
 
 #: What the summary model is told to do.
@@ -136,20 +136,20 @@ async def summarizer_for(model: str | Model | None) -> Summarizer | None:
     return Summarizer(model, pricing)
 
 
-async def compactor_for(opts: RunOptions, tally: Tally, observer: Observer) -> Compactor | None:
+async def compactor_for(opts: RunOptions, meter: Meter, observer: Observer) -> Compactor | None:
     """The run's compactor (None without ``history_summary_model``)."""
     summarizer = await summarizer_for(opts.history_summary_model)
     if summarizer is None:
         return None
-    return Compactor(summarizer, tally, opts, observer)
+    return Compactor(summarizer, meter, opts, observer)
 
 
 @attrs.frozen
 class Compactor:
-    """Summarises what the window cuts before a turn, counting the call in the run's tally."""
+    """Summarises what the window cuts before a turn, counting the call in the run's meter."""
 
     summarizer: Summarizer
-    tally: Tally
+    meter: Meter
     opts: RunOptions
     observer: Observer
 
@@ -162,7 +162,7 @@ class Compactor:
             return
         request = summary_request(history.goal, previous, block)
         tokens, most = self.summarizer.most_cost(request)
-        cap = call_would_pass(self.opts, self.tally.totals, input_tokens=tokens, most_cost_usd=most)
+        cap = call_would_pass(self.opts, self.meter.spent, input_tokens=tokens, most_cost_usd=most)
         log = self.observer.log
         if cap is not None:  # the block goes without a summary; the turn's own check decides
             log.warning("history_summary_skipped", turn=turn, budget=str(cap))
@@ -209,7 +209,7 @@ class Compactor:
             raise TurnTimeout(f"the summary call ran past per_turn_timeout={limit:g} s")
 
     def _count(self, s: HistorySummary) -> None:
-        self.tally.totals = self.tally.totals.add_call(
+        self.meter.spent = self.meter.spent.add_call(
             s.input_tokens, s.output_tokens, s.cost_usd, s.cached_input_tokens
         )
         tracker: Tracker | None = self.opts.tracker

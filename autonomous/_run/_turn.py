@@ -24,8 +24,8 @@ from .._progress import ModelCalled, ModelCalling, ToolCalled, ToolCalling
 from .._result import StopReason
 from .._state._conversation import Conversation
 from .._state._history import INTERRUPTED
-from .._state._run_state import Tally
-from .._tools._exit_tools import ControlTools, DoneSignal
+from .._state._run_state import Meter
+from .._tools._exit_tools import DoneSignal, ExitTools
 from .._tools._tool_result import ToolInterrupted, ToolOutcome, format_error, render_result
 from .._tools._tools import (
     Tool,
@@ -35,7 +35,7 @@ from .._tools._tools import (
     tool_call_context,
 )
 from ._decide import (
-    Totals,
+    Spending,
     TurnOutcome,
     call_budget,
     call_would_pass,
@@ -51,7 +51,7 @@ class _Signals:
     (a done signal given before a tool timed out still ends the run)."""
 
     text: str = ""
-    spent: Totals = attrs.field(factory=Totals)
+    spent: Spending = attrs.field(factory=Spending)
     done: DoneSignal | None = None
     schedule: ScheduleEvent | None = None
 
@@ -78,13 +78,13 @@ class TurnRunner:
     model: Model
     tools: dict[str, Tool]
     specs: list[dict[str, Any]]
-    control: ControlTools
+    exit_tools: ExitTools
     conv: Conversation
     opts: RunOptions
     pricing: Pricing
     tracker: Tracker | None
     gate: Gate | None
-    tally: Tally
+    meter: Meter
     elapsed: Callable[[], float]
     observer: Observer = attrs.field(factory=Observer)
     #: Where ``tools`` and ``specs`` come from when MCP servers add to them: read again
@@ -139,7 +139,7 @@ class TurnRunner:
             response = await self._call_model(turn, got)
             calls += 1
             if response.text:
-                got.text = self.tally.final_text = response.text
+                got.text = self.meter.final_text = response.text
             if not response.tool_calls:
                 return None
             pending = response.tool_calls
@@ -190,7 +190,7 @@ class TurnRunner:
         self._interrupted.discard(call.id)
         tool = self.tools.get(call.name)
         rerun = tool is not None and tool.idempotent
-        if self.control.handles(call.name) or rerun:
+        if self.exit_tools.handles(call.name) or rerun:
             return False
         self.conv.add_tool_result(call.id, call.name, INTERRUPTED, ToolOutcome.INTERRUPTED, turn)
         await self.observer.emit(ToolCalled(turn, call.name, ToolOutcome.INTERRUPTED))
@@ -199,7 +199,7 @@ class TurnRunner:
     def _check_budgets(self, calls: int) -> StopReason | None:
         """The budget that forbids the next model call; raise if ``max_model_calls_per_turn``
         does (a turn error)."""
-        reason = call_budget(self.opts, self.tally.totals, self.elapsed())
+        reason = call_budget(self.opts, self.meter.spent, self.elapsed())
         if reason is not None:
             return reason
         if calls == self.opts.max_model_calls_per_turn:
@@ -217,12 +217,12 @@ class TurnRunner:
         if not opts.max_input_tokens and not (opts.max_cost_usd and priced):
             return None  # measuring the prompt costs a serialisation: only for a cap
         self._prompt_chars = prompt_chars([*self.conv.messages, *new], self.specs)
-        tally = self.tally
+        meter = self.meter
         tokens = estimate_input_tokens(
-            self._prompt_chars, tally.last_prompt_chars, tally.last_input_tokens
+            self._prompt_chars, meter.last_prompt_chars, meter.last_input_tokens
         )
         most = self.pricing.uncached_cost(tokens, self._output_reserve()) if priced else 0.0
-        return call_would_pass(opts, tally.totals, input_tokens=tokens, most_cost_usd=most)
+        return call_would_pass(opts, meter.spent, input_tokens=tokens, most_cost_usd=most)
 
     def _output_reserve(self) -> int:
         """The output a call may produce: a litellm model's ``max_tokens`` keyword, else its
@@ -234,19 +234,19 @@ class TurnRunner:
                 return value
         if self._max_output is None:
             self._max_output = output_limit(self.model) or 0
-        return self._max_output or self.tally.most_output_tokens
+        return self._max_output or self.meter.most_output_tokens
 
     def _spent(self, response: ModelResponse, got: _Signals) -> float:
-        """Count a model call's usage (the run's tally, the attempt's, the tracker); its cost."""
+        """Count a model call's usage (the run's meter, the attempt's, the tracker); its cost."""
         u = response.usage
         cost = self.pricing.cost(u) if not self.pricing.is_zero else 0.0
-        call = Totals.of_call(u, cost)
-        self.tally.totals += call
+        call = Spending.of_call(u, cost)
+        self.meter.spent += call
         got.spent += call
         if self._prompt_chars:  # measured by the budget check before this call
-            self.tally.last_prompt_chars, self._prompt_chars = self._prompt_chars, 0
-            self.tally.last_input_tokens = u.input_tokens
-        self.tally.most_output_tokens = max(self.tally.most_output_tokens, u.output_tokens)
+            self.meter.last_prompt_chars, self._prompt_chars = self._prompt_chars, 0
+            self.meter.last_input_tokens = u.input_tokens
+        self.meter.most_output_tokens = max(self.meter.most_output_tokens, u.output_tokens)
         if self.tracker is not None:
             self.tracker.record(response.model or self.model.name, u, cost)
         return cost
@@ -316,8 +316,8 @@ class TurnRunner:
     ) -> _Answer:
         """The answer to ``call``: from the exit tools (their signal kept in ``got``), a
         refusal (an unknown tool, arguments that do not fit, the gate) or the tool itself."""
-        if self.control.handles(call.name):
-            answer = self.control.call(call.name, call.arguments, turn)
+        if self.exit_tools.handles(call.name):
+            answer = self.exit_tools.call(call.name, call.arguments, turn)
             if isinstance(answer.signal, DoneSignal):
                 got.done = answer.signal
             elif answer.signal is not None:

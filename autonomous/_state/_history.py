@@ -135,7 +135,8 @@ class History:
 
     ``first_turn`` is the first turn the window keeps (a resume that reads only the window's
     turns starts there); ``goal`` is sent in a message of its own once a turn is cut (the first
-    prompt, unless set before).
+    prompt, unless set before). It is the run's one record of its goal: checkpoints and the
+    summariser read it here.
     """
 
     window: Window = attrs.field(factory=Window)

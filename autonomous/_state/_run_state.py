@@ -1,17 +1,19 @@
-"""The run's state as one value: totals, goal, next prompt and wake, done signal, retries, and
-its lifecycle (pause, stop, the end), from which the handle's status is derived.
+"""The run's state as one value: spending, next prompt and wake, done signal, retries, and its
+lifecycle (pause, stop, the end), from which the handle's status is derived.
 
 It turns into a checkpoint and a result, and a checkpoint turns back into it (resume, and a
-session that finished already). A frozen value, kept in one :class:`StateCell` per run and
+session that finished already). The goal is not part of it: the conversation's
+:class:`~autonomous._state._history.History` holds it (one source, the same live and resumed),
+and the checkpoint is given it. A frozen value, kept in one :class:`StateCell` per run and
 replaced whole: by :func:`~autonomous._run._decide.next_step` after each attempt, by the few
 changes the loop and the run make around it (a resume, a wake, the exit's reason), and by
 the run's controls (pause, resume, stop, a lost lease, the end), which change its
 :class:`Lifecycle` in one method. No status is stored: :attr:`Lifecycle.status` computes it,
 as anyio's ``TaskHandle.status`` does.
 
-The one part that changes inside a turn is the :class:`Tally`, the run's meter: each model
-call adds to it as it is made, so that a budget is checked between two calls of one turn and
-a run cut short mid-turn still reports what that turn spent.
+The one part that changes inside a turn is its :class:`Meter`: each model call adds to it as
+it is made, so that a budget is checked between two calls of one turn and a run cut short
+mid-turn still reports what that turn spent.
 """
 
 from __future__ import annotations
@@ -29,20 +31,21 @@ from ._history import OpenTurn
 
 __all__ = [
     "Lifecycle",
+    "Meter",
     "Retrying",
     "RunState",
+    "Spending",
     "StateCell",
-    "Tally",
-    "Totals",
     "status_for",
 ]
 
 
 @attrs.frozen
-class Totals:
-    """What a run has spent so far: turns, tokens, dollars and model calls (a value that adds
-    up with ``+``). ``cached_input_tokens`` is the part of ``input_tokens`` the provider read
-    from its prompt cache."""
+class Spending:
+    """What a run has spent so far: turns, tokens, dollars and model calls, as one frozen value
+    that adds up with ``+`` (the run's own accounting; :class:`usage.UsageTotals` is a usage
+    tracker's). ``cached_input_tokens`` is the part of ``input_tokens`` the provider read from
+    its prompt cache."""
 
     turns: int = 0
     input_tokens: int = 0
@@ -51,8 +54,8 @@ class Totals:
     model_calls: int = 0
     cached_input_tokens: int = 0
 
-    def __add__(self, other: Totals) -> Totals:
-        return Totals(
+    def __add__(self, other: Spending) -> Spending:
+        return Spending(
             self.turns + other.turns,
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
@@ -62,8 +65,8 @@ class Totals:
         )
 
     @classmethod
-    def from_checkpoint(cls, cp: Checkpoint) -> Totals:
-        """The totals ``cp`` recorded (an old checkpoint without cached tokens counts 0)."""
+    def from_checkpoint(cls, cp: Checkpoint) -> Spending:
+        """The spending ``cp`` recorded (an old checkpoint without cached tokens counts 0)."""
         return cls(
             cp.turns,
             cp.input_tokens,
@@ -74,7 +77,7 @@ class Totals:
         )
 
     @classmethod
-    def of_call(cls, usage: Usage, cost_usd: float) -> Totals:
+    def of_call(cls, usage: Usage, cost_usd: float) -> Spending:
         """What one model call with ``usage`` costing ``cost_usd`` spends."""
         return cls(
             input_tokens=usage.input_tokens,
@@ -86,24 +89,25 @@ class Totals:
 
     def add_call(
         self, input_tokens: int, output_tokens: int, cost_usd: float, cached_input_tokens: int = 0
-    ) -> Totals:
-        """These totals plus one model call."""
-        return self + Totals.of_call(
+    ) -> Spending:
+        """This spending plus one model call."""
+        return self + Spending.of_call(
             Usage(input_tokens, output_tokens, cached_input_tokens), cost_usd
         )
 
-    def add_turn(self) -> Totals:
-        """These totals plus one executed turn."""
-        return self + Totals(turns=1)
+    def add_turn(self) -> Spending:
+        """This spending plus one executed turn."""
+        return self + Spending(turns=1)
 
 
 @attrs.define
-class Tally:
-    """The run's meter: its running totals and last answer text, updated call by call, and
+class Meter:
+    """The run's meter, the one mutable part of its state: what it has spent so far (a
+    :class:`Spending`, replaced at each call) and its last answer text, updated call by call, and
     what the last call's prompt measured (its size in characters, its input tokens as the provider
     counted them), from which the next call's input is estimated."""
 
-    totals: Totals
+    spent: Spending
     final_text: str = ""
     last_prompt_chars: int = 0
     last_input_tokens: int = 0
@@ -175,10 +179,8 @@ class Lifecycle:
 class RunState:
     """Where a run stands: what a checkpoint records of it, and what its result reports."""
 
-    #: The run's meter: totals and the last answer's text, updated call by call.
-    tally: Tally
-    #: The run's goal: the first prompt, pinned in the system message when turns are trimmed.
-    goal: str
+    #: The run's meter: its spending and the last answer's text, updated call by call.
+    meter: Meter
     #: The prompt of the next turn.
     next_prompt: str
     #: When a scheduled sleep (or a deferred session) wakes; None while awake.
@@ -211,17 +213,14 @@ class RunState:
     @classmethod
     def fresh(cls, goal: str) -> RunState:
         """A new run's state: nothing spent, the goal is the first prompt."""
-        return cls(Tally(Totals()), goal=goal, next_prompt=goal)
+        return cls(Meter(Spending()), next_prompt=goal)
 
     @classmethod
-    def from_checkpoint(
-        cls, cp: Checkpoint, *, goal: str = "", totals: Totals | None = None
-    ) -> RunState:
+    def from_checkpoint(cls, cp: Checkpoint, *, totals: Spending | None = None) -> RunState:
         """The state ``cp`` recorded; ``totals`` when a crashed turn spent more after it."""
-        spent = Totals.from_checkpoint(cp)
+        spent = Spending.from_checkpoint(cp)
         return cls(
-            Tally(totals if totals is not None else spent, cp.final_text),
-            goal=cp.goal or goal,
+            Meter(totals if totals is not None else spent, cp.final_text),
             next_prompt=cp.next_prompt,
             next_wake_at=cp.next_wake_at,
             done_detail=cp.done_detail,
@@ -234,6 +233,7 @@ class RunState:
         self,
         stop_reason: StopReason | None,
         *,
+        goal: str,
         next_wake_at: datetime | None,
         inbox_from_seq: int,
         paused: bool,
@@ -241,9 +241,9 @@ class RunState:
         unseen_from: int,
         budgets: Budgets,
     ) -> Checkpoint:
-        """The checkpoint of this state; the fields the run's controls and log watch own are
-        passed in."""
-        t = self.tally.totals
+        """The checkpoint of this state; the fields the run's conversation (its goal), controls
+        and log watch own are passed in."""
+        t = self.meter.spent
         return Checkpoint(
             turns=t.turns,
             input_tokens=t.input_tokens,
@@ -254,13 +254,13 @@ class RunState:
             stop_reason=stop_reason.value if stop_reason is not None else None,
             next_wake_at=next_wake_at,
             done_detail=self.done_detail,
-            final_text=self.tally.final_text,
+            final_text=self.meter.final_text,
             outcome=self.outcome,
             result=self.outcome_result,
             model_calls=t.model_calls,
             turn_failed=self.last_turn_failed,
             failed_attempts=self.failed_attempts,
-            goal=self.goal,
+            goal=goal,
             inbox_from_seq=inbox_from_seq,
             unpriced=self.unpriced,
             paused=paused,
@@ -282,10 +282,10 @@ class RunState:
     ) -> RunResult:
         """The result of a run that ends here for ``reason`` (a wake time only when deferred,
         an error only behind ``retry_policy_aborted``)."""
-        t = self.tally.totals
+        t = self.meter.spent
         return RunResult(
             reason=reason,
-            final_text=self.tally.final_text,
+            final_text=self.meter.final_text,
             turns=t.turns,
             input_tokens=t.input_tokens,
             output_tokens=t.output_tokens,

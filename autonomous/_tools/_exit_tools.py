@@ -1,4 +1,4 @@
-"""The run's own tools: the done tool and the schedule tool; each call answers with its signal."""
+"""The run's exit tools: the done tool and the schedule tool; each call answers with its signal."""
 
 from __future__ import annotations
 
@@ -112,7 +112,7 @@ Signal = DoneSignal | ScheduleEvent
 
 
 @attrs.frozen
-class ControlAnswer:
+class ExitAnswer:
     """The answer to a call of the run's own tools: the text the model reads, its outcome
     (``OK`` or ``REJECTED``) and, when accepted, the signal it gives the loop."""
 
@@ -121,20 +121,22 @@ class ControlAnswer:
     signal: Signal | None = None
 
 
-def _rejected(why: str) -> ControlAnswer:
+def _rejected(why: str) -> ExitAnswer:
     # A rejection may quote the model's own keys, which JSON escapes can make surrogates.
-    return ControlAnswer(
+    return ExitAnswer(
         cleaned(f"rejected: {why}", "tool_result", "control_answer"), ToolOutcome.REJECTED
     )
 
 
-def _accepted(text: str, signal: Signal) -> ControlAnswer:
-    return ControlAnswer(f"acknowledged: {text}", ToolOutcome.OK, signal)
+def _accepted(text: str, signal: Signal) -> ExitAnswer:
+    return ExitAnswer(f"acknowledged: {text}", ToolOutcome.OK, signal)
 
 
 @attrs.frozen
-class ControlTools:
-    """Builds the run's own tools and answers their calls; holds nothing between calls."""
+class ExitTools:
+    """The run's exit tools, the done tool and the schedule tool (not its controls, pause,
+    resume and stop: :class:`~autonomous._control._control_requests.RunControls`): builds them
+    and answers their calls; holds nothing between calls."""
 
     done_name: str
     schedule_name: str | None
@@ -173,7 +175,7 @@ class ControlTools:
         """True for the names of the run's own tools."""
         return name == self.done_name or (name is not None and name == self.schedule_name)
 
-    def call(self, name: str, raw: str, turn: int) -> ControlAnswer:
+    def call(self, name: str, raw: str, turn: int) -> ExitAnswer:
         """Answer a call of the run's own tools: an acknowledgement with its signal, or
         ``rejected: ...`` without one."""
         try:
@@ -188,7 +190,7 @@ class ControlTools:
             return self._done(args)
         return self._schedule(args, turn)
 
-    def _done(self, args: dict[str, Any]) -> ControlAnswer:
+    def _done(self, args: dict[str, Any]) -> ExitAnswer:
         unknown = sorted(set(args) - {"state", "detail", "outcome", "result"})
         if unknown:
             return _rejected(f"unknown argument(s) {', '.join(unknown)}")
@@ -215,7 +217,7 @@ class ControlTools:
             DoneSignal(detail=detail, outcome=outcome, result=result),
         )
 
-    def _schedule(self, args: dict[str, Any], turn: int) -> ControlAnswer:
+    def _schedule(self, args: dict[str, Any], turn: int) -> ExitAnswer:
         unknown = sorted(set(args) - {"wake_at", "wake_in_sec", "next_prompt", "detail"})
         if unknown:
             return _rejected(f"unknown argument(s) {', '.join(unknown)}")

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from autonomous import Agent, StopReason, Tool, function_tool, run_autonomous
 from autonomous._options import make_options
-from autonomous._run._decide import Totals, call_would_pass, estimate_input_tokens, prompt_chars
+from autonomous._run._decide import Spending, call_would_pass, estimate_input_tokens, prompt_chars
 from autonomous.testing._server import ScriptedServer, call, reply
 from tests.support import API_KEY, MODEL
 from usage import Pricing, Usage
@@ -78,7 +78,7 @@ class TestCallWouldPass:
     def test_reaching_a_cap_exactly_is_allowed(self) -> None:
         """A call that lands on the cap may run; one token more may not."""
         opts = make_options({"max_input_tokens": 100})
-        spent = Totals(input_tokens=60)
+        spent = Spending(input_tokens=60)
         assert (None, StopReason.MAX_TOKENS_EXCEEDED) == (
             call_would_pass(opts, spent, input_tokens=40, most_cost_usd=0.0),
             call_would_pass(opts, spent, input_tokens=41, most_cost_usd=0.0),
@@ -88,13 +88,13 @@ class TestCallWouldPass:
         """A call whose most cost would pass the dollar cap is refused."""
         opts = make_options({"max_cost_usd": 1.0})
         assert StopReason.MAX_COST_EXCEEDED == call_would_pass(
-            opts, Totals(cost_usd=0.7), input_tokens=0, most_cost_usd=0.31
+            opts, Spending(cost_usd=0.7), input_tokens=0, most_cost_usd=0.31
         )
 
     def test_zero_caps_are_off(self) -> None:
         """Without caps no call is refused."""
         assert None is call_would_pass(
-            make_options({}), Totals(), input_tokens=10**12, most_cost_usd=10**6
+            make_options({}), Spending(), input_tokens=10**12, most_cost_usd=10**6
         )
 
 

@@ -12,7 +12,7 @@ from autonomous._cli._run import checkpoint_summary, result_summary
 from autonomous._cli._show import _describe_checkpoint
 from autonomous._model import ModelResponse
 from autonomous._observe._telemetry import Telemetry
-from autonomous._run._decide import Totals
+from autonomous._run._decide import Spending
 from autonomous.testing._server import ScriptedServer, call, reply
 from eventlog import SCHEMA_VERSION, Checkpoint, SessionRef
 from eventlog.codec import decode_payload
@@ -50,7 +50,7 @@ def http_build(server: ScriptedServer, session: SessionRef) -> Callable[[list[To
 class TestTotals:
     def test_a_call_adds_its_cached_tokens(self) -> None:
         """add_call adds the cached part of the input to the totals."""
-        totals = Totals().add_call(2000, 10, 0.1, 1024).add_call(3000, 10, 0.1, 2048)
+        totals = Spending().add_call(2000, 10, 0.1, 1024).add_call(3000, 10, 0.1, 2048)
         assert (5000, 3072) == (totals.input_tokens, totals.cached_input_tokens)
 
     def test_an_old_checkpoint_has_no_cached_tokens(self) -> None:
@@ -61,7 +61,7 @@ class TestTotals:
             v=SCHEMA_VERSION,
         )
         assert isinstance(old, Checkpoint)
-        assert Totals(1, 2, 3, 0.5, 0, 0) == Totals.from_checkpoint(old)
+        assert Spending(1, 2, 3, 0.5, 0, 0) == Spending.from_checkpoint(old)
 
 
 @pytest.mark.anyio

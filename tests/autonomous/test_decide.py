@@ -22,8 +22,8 @@ from autonomous._run._decide import (
     Retry,
     Retrying,
     Seen,
+    Spending,
     Step,
-    Totals,
     TurnOutcome,
     Wait,
     budget_before_turn,
@@ -35,7 +35,7 @@ from autonomous._run._decide import (
     turn_prompt,
 )
 from autonomous._state._history import OpenTurn
-from autonomous._state._run_state import Lifecycle, RunState, Tally, status_for
+from autonomous._state._run_state import Lifecycle, Meter, RunState, status_for
 from autonomous._tools._exit_tools import DoneSignal
 from scheduler import ScheduleEvent
 
@@ -56,16 +56,16 @@ def options(draw: st.DrawFn) -> RunOptions:
 
 
 @st.composite
-def totals(draw: st.DrawFn) -> Totals:
+def totals(draw: st.DrawFn) -> Spending:
     """Random spending so far."""
-    return Totals(draw(spent), draw(spent), draw(spent), draw(st.floats(0, 20)), draw(spent))
+    return Spending(draw(spent), draw(spent), draw(spent), draw(st.floats(0, 20)), draw(spent))
 
 
 class TestTotals:
     @given(st.lists(st.tuples(spent, spent, st.floats(0, 1)), max_size=30))
     def test_adding_calls_sums_every_field(self, calls: list[tuple[int, int, float]]) -> None:
-        """Totals after n calls are the field-wise sums and count n calls."""
-        t = Totals()
+        """Spending after n calls are the field-wise sums and count n calls."""
+        t = Spending()
         for i, o, c in calls:
             t = t.add_call(i, o, c)
         assert sum(i for i, _, _ in calls) == t.input_tokens
@@ -74,7 +74,7 @@ class TestTotals:
         assert abs(sum(c for _, _, c in calls) - t.cost_usd) < 1e-9
 
     @given(totals())
-    def test_a_turn_adds_one_turn_and_nothing_else(self, t: Totals) -> None:
+    def test_a_turn_adds_one_turn_and_nothing_else(self, t: Spending) -> None:
         """add_turn changes turns only."""
         assert attrs.evolve(t, turns=t.turns + 1) == t.add_turn()
 
@@ -82,7 +82,7 @@ class TestTotals:
 class TestTurnBudget:
     @given(options(), totals(), st.floats(0, 100))
     def test_the_reason_is_the_first_spent_cap_in_order(
-        self, opts: RunOptions, t: Totals, elapsed: float
+        self, opts: RunOptions, t: Spending, elapsed: float
     ) -> None:
         """Wall-clock, turns, input tokens, output tokens, cost: the first spent cap wins."""
         order = [
@@ -102,13 +102,15 @@ class TestTurnBudget:
         assert expected == turn_budget(opts, t, elapsed)
 
     @given(totals(), st.floats(0, 1e6))
-    def test_zero_caps_never_stop(self, t: Totals, elapsed: float) -> None:
+    def test_zero_caps_never_stop(self, t: Spending, elapsed: float) -> None:
         """With every cap at 0 nothing trips."""
         opts = RunOptions(max_turns=0)
         assert None is turn_budget(opts, t, elapsed)
 
     @given(options(), totals(), st.floats(0, 100))
-    def test_a_call_budget_ignores_turns(self, opts: RunOptions, t: Totals, elapsed: float) -> None:
+    def test_a_call_budget_ignores_turns(
+        self, opts: RunOptions, t: Spending, elapsed: float
+    ) -> None:
         """Inside a turn the turn cap does not apply; the others do."""
         expected = turn_budget(attrs.evolve(opts, max_turns=0), t, elapsed)
         assert expected == call_budget(opts, t, elapsed)
@@ -118,13 +120,13 @@ NOW = datetime(2030, 1, 1, tzinfo=UTC)
 SCHEDULE = ScheduleEvent(wake_at=NOW + timedelta(minutes=5), next_prompt="check again")
 
 
-NOTHING = Totals()
+NOTHING = Spending()
 JUST_NOW = Seen(NOW)
 
 
-def state_of(totals: Totals = NOTHING, **changes: Any) -> RunState:
+def state_of(totals: Spending = NOTHING, **changes: Any) -> RunState:
     """A run's state that has spent ``totals``, with ``changes``."""
-    return attrs.evolve(RunState(Tally(totals), goal="goal", next_prompt="base"), **changes)
+    return attrs.evolve(RunState(Meter(totals), next_prompt="base"), **changes)
 
 
 OPTS = RunOptions(max_turns=10, continuation_prompt="go on", done_tool_name="finish")
@@ -219,7 +221,7 @@ class TestNextStep:
 
     def test_late_messages_without_budget_complete_the_run(self) -> None:
         """With no budget left for that turn, the run completes and the messages wait."""
-        state = state_of(Totals(turns=10))
+        state = state_of(Spending(turns=10))
         got = after(TurnOutcome(done=DoneSignal()), state=state, seen=Seen(NOW, waiting=True))
         assert Finish(StopReason.COMPLETED) == got.step
 
@@ -235,8 +237,8 @@ class TestNextStep:
 
     def test_a_spent_budget_leaves_the_checkpoint_to_the_exit(self) -> None:
         """When no budget is left for the next turn, the exit's checkpoint closes this one."""
-        assert False is after(TurnOutcome(), state=state_of(Totals(turns=10))).checkpoint
-        assert True is after(TurnOutcome(), state=state_of(Totals(turns=9))).checkpoint
+        assert False is after(TurnOutcome(), state=state_of(Spending(turns=10))).checkpoint
+        assert True is after(TurnOutcome(), state=state_of(Spending(turns=9))).checkpoint
 
 
 @st.composite
@@ -306,7 +308,7 @@ class TestNextStepProperties:
             assert not got.checkpoint
         if isinstance(step, Wait):
             assert step.schedule.wake_at <= NOW + timedelta(seconds=600)
-        assert (state.goal, state.tally) == (new.goal, new.tally)
+        assert state.meter == new.meter
         if not failed:
             assert ("", "") == (new.steer, new.error)
 
@@ -368,7 +370,7 @@ class TestBeforeTurn:
 
     @given(options(), totals(), st.floats(0, 100))
     def test_a_finishing_run_completes_on_any_budget(
-        self, opts: RunOptions, t: Totals, elapsed: float
+        self, opts: RunOptions, t: Spending, elapsed: float
     ) -> None:
         """A run whose done tool was called ends completed when no budget is left for the
         turn that would deliver its late messages."""
@@ -381,10 +383,10 @@ class TestBeforeTurn:
         resumed = OpenTurn(
             turn=10, calls=(), first_index=0, inbox_ids=(), complete=False, answered=True
         )
-        state = state_of(Totals(turns=10), resumed_turn=resumed)
+        state = state_of(Spending(turns=10), resumed_turn=resumed)
         assert None is budget_before_turn(OPTS, state, 0.0)
         assert StopReason.MAX_TURNS_EXCEEDED == budget_before_turn(
-            OPTS, state_of(Totals(turns=10)), 0.0
+            OPTS, state_of(Spending(turns=10)), 0.0
         )
 
     def test_the_prompt_is_steer_then_inbox_then_the_next_prompt(self) -> None:

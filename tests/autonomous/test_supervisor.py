@@ -29,7 +29,7 @@ from autonomous._observe._supervisor import (
 )
 from autonomous._options import RunOptions
 from autonomous._progress import ModelCalled, ToolCalled, TurnFinished, TurnStarted
-from autonomous._run._decide import Totals
+from autonomous._run._decide import Spending
 from autonomous.testing import FakeClock, ScriptedModel, reply
 
 pytestmark = pytest.mark.anyio
@@ -44,7 +44,7 @@ class TestBudgetsLeft:
     def test_zero_caps_are_uncapped(self) -> None:
         """Every budget is None when no cap is set."""
         caps = RunOptions(max_turns=0)
-        assert BudgetsLeft() == budgets_left(caps, Totals(3, 100, 50, 0.2), 12.0)
+        assert BudgetsLeft() == budgets_left(caps, Spending(3, 100, 50, 0.2), 12.0)
 
     def test_set_caps_show_what_is_left_never_below_zero(self) -> None:
         """Each cap minus its spending, floored at zero."""
@@ -55,7 +55,7 @@ class TestBudgetsLeft:
             max_cost_usd=1.0,
             max_wallclock=60,
         )
-        left = budgets_left(caps, Totals(3, 100, 50, 0.25), 15.0)
+        left = budgets_left(caps, Spending(3, 100, 50, 0.25), 15.0)
         assert BudgetsLeft(7, 900, 0, 0.75, 45.0) == left
 
 
@@ -90,7 +90,7 @@ class TestRecentEvents:
         window = RecentEvents()
         window.record(ToolCalled(2, "probe", "error"))
         got = window.snapshot(
-            3, caps=RunOptions(max_turns=5), spent=Totals(2, 30, 10, 0.1), elapsed=4.0
+            3, caps=RunOptions(max_turns=5), spent=Spending(2, 30, 10, 0.1), elapsed=4.0
         )
         expected = SupervisorSnapshot(
             turn=3,

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from autonomous import Agent, StopReason, Tool, run_autonomous
-from autonomous._tools._exit_tools import ControlTools
+from autonomous._tools._exit_tools import ExitTools
 from autonomous._tools._tool_result import ToolOutcome
 from autonomous.testing import FakeClock, ScriptedModel, call, done, reply
 from scheduler import ExitOnDeferScheduler, ScheduleEvent, SleepScheduler
@@ -21,9 +21,9 @@ START = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 
 def control(
     clock: FakeClock | None = None, *, done_name: str = "report_done", schedule: bool = True
-) -> ControlTools:
+) -> ExitTools:
     """Control tools on ``clock`` (a fake one at START by default)."""
-    return ControlTools(
+    return ExitTools(
         done_name=done_name,
         schedule_name="schedule_next_turn" if schedule else None,
         outcomes=(),
