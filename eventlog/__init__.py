@@ -64,10 +64,10 @@ from ._rules import process_alive
 from ._sqlite._log import SqliteEventLog
 from ._store import (
     Claim,
-    Clock,
     EventLog,
     Lease,
     LeaseHolder,
+    Now,
     PrunedSession,
     PruneResult,
     SessionRef,
@@ -91,12 +91,17 @@ _MOVED = {
     "event_from_dict": "eventlog.codec",
     "event_to_dict": "eventlog.codec",
 }
+#: Names given up for clearer ones, by the name they have now (``Clock`` was one word for two
+#: things: here a function giving the time, in ``scheduler`` an object that also sleeps).
+_RENAMED = {"Clock": "Now"}
 
 
 def __getattr__(name: str) -> Any:
     """PostgresEventLog and Watch, imported when first used (a clear ImportError without
-    psycopg); a name in :data:`_MOVED`, from its new module, silently and not kept here (it
-    stays out of ``__all__`` and ``dir()``)."""
+    psycopg); a name in :data:`_MOVED` from its new module, or in :data:`_RENAMED` by its
+    new name, silently and not kept here (it stays out of ``__all__`` and ``dir()``)."""
+    if name in _RENAMED:
+        return globals()[_RENAMED[name]]
     moved = _MOVED.get(name)
     if moved is not None:
         return getattr(importlib.import_module(moved), name)
@@ -121,7 +126,6 @@ __all__ = [
     "Budgets",
     "Checkpoint",
     "Claim",
-    "Clock",
     "Control",
     "CorruptEvent",
     "Event",
@@ -137,6 +141,7 @@ __all__ = [
     "LeaseLost",
     "MemoryEventLog",
     "Note",
+    "Now",
     "Originator",
     "Payload",
     "PermissionDecision",

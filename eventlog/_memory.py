@@ -39,10 +39,10 @@ from ._rules import (
 )
 from ._store import (
     Claim,
-    Clock,
     EventLog,
     Lease,
     LeaseHolder,
+    Now,
     PrunedSession,
     PruneResult,
     SessionSummary,
@@ -90,7 +90,7 @@ class MemoryEventLog(EventLog):
 
     durable: bool = False
 
-    def __init__(self, *, clock: Clock = utcnow) -> None:
+    def __init__(self, *, clock: Now = utcnow) -> None:
         self._clock = clock
         self._host = socket.gethostname()
         self._seq = 0

@@ -12,7 +12,7 @@ import attrs
 from ._errors import LeaseLost, SessionLocked
 from ._events import SessionKey
 from ._rules import as_utc, may_take_lease, prunable
-from ._store import Clock, Lease, LeaseHolder, PrunedSession, PruneResult, SessionSummary
+from ._store import Lease, LeaseHolder, Now, PrunedSession, PruneResult, SessionSummary
 
 #: Events deleted per batch. Each holds the session (its row lock, or SQLite's write lock)
 #: for about a millisecond, so that a live run's append waits little behind a prune, however
@@ -75,7 +75,7 @@ class Pruner:
     statements: Statements
     acquire: Callable[[SessionKey, LeaseHolder, float], Awaitable[Lease]]
     release: Callable[[Lease], Awaitable[None]]
-    clock: Clock
+    clock: Now
     host: str
     holder: LeaseHolder = attrs.field(factory=LeaseHolder.this_process)
 

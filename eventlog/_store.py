@@ -16,8 +16,9 @@ import attrs
 from ._events import Checkpoint, Event, EventKind, SessionKey, check_key
 from ._process import process_start
 
-#: A source of the current UTC time; stores take one so tests can drive lease expiry.
-Clock = Callable[[], datetime]
+#: A function giving the current UTC time; stores take one so tests can drive lease expiry
+#: (``scheduler.Clock`` is another thing: an object that also sleeps and times out).
+Now = Callable[[], datetime]
 
 
 @attrs.frozen

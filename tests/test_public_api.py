@@ -153,6 +153,20 @@ class TestSmallerFace:
         exec(f"from {package} import {name}", namespace)
         assert new is namespace[name]
 
+    def test_a_renamed_name_still_reaches_the_same_object(self) -> None:
+        """eventlog's time function, once ``Clock`` like scheduler's sleeping clock, is ``Now``;
+        the old name still finds it, silently, and is no longer exported."""
+        import eventlog
+
+        namespace: dict[str, object] = {}
+        exec("from eventlog import Clock", namespace)
+        assert eventlog.Now is namespace["Clock"]
+        assert ("Now", False, False) == (
+            next(n for n in eventlog.__all__ if n == "Now"),
+            "Clock" in eventlog.__all__,
+            "Clock" in dir(eventlog),
+        )
+
     @pytest.mark.parametrize("package", ["autonomous", "eventlog"])
     def test_an_unknown_name_is_still_an_attribute_error(self, package: str) -> None:
         """The compatibility lookup answers only the moved names."""

@@ -26,7 +26,7 @@ from .._rules import (
     may_take_lease,
     process_alive,
 )
-from .._store import Claim, Clock, EventLog, Lease, LeaseHolder, PruneResult, SessionSummary
+from .._store import Claim, EventLog, Lease, LeaseHolder, Now, PruneResult, SessionSummary
 from . import _batch as batches
 from . import _conn as pgconn
 from . import _sql as sql
@@ -61,7 +61,7 @@ class PostgresEventLog(EventLog):
         self,
         dsn: str,
         *,
-        clock: Clock = utcnow,
+        clock: Now = utcnow,
         min_size: int = 1,
         max_size: int = 10,
         timeout: float = 10.0,

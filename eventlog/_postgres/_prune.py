@@ -12,7 +12,7 @@ from .._errors import LeaseLost
 from .._events import EventKind
 from .._prune import LEASE_TTL, Candidate, Plan
 from .._rules import as_utc, lease_expiry
-from .._store import Clock, Lease
+from .._store import Lease, Now
 from . import _sql as sql
 
 # The sessions a prune may take, oldest first: those whose latest checkpoint is older than the
@@ -75,7 +75,7 @@ class PostgresPruning:
     """The candidates and batches of a prune of a PostgresEventLog, through its statements."""
 
     fetch: Fetch
-    clock: Clock
+    clock: Now
 
     async def candidates(self, cut: datetime, *, interrupted: bool) -> list[Candidate]:
         """The sessions a prune may take (see :class:`eventlog._prune.Statements`)."""

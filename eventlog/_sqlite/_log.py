@@ -25,7 +25,7 @@ from .._rules import (
     check_limit,
     lease_expiry,
 )
-from .._store import Claim, Clock, EventLog, Lease, LeaseHolder, PruneResult, SessionSummary
+from .._store import Claim, EventLog, Lease, LeaseHolder, Now, PruneResult, SessionSummary
 from . import _schema as sql
 from . import _tx as tx
 from . import _worker as worker
@@ -77,7 +77,7 @@ class SqliteEventLog(EventLog):
         self,
         path: str | os.PathLike[str],
         *,
-        clock: Clock = utcnow,
+        clock: Now = utcnow,
         synchronous: str = "NORMAL",
         create: bool = True,
         busy_timeout: float = 5.0,

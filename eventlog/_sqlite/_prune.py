@@ -14,7 +14,7 @@ from .._errors import LeaseLost
 from .._events import EventKind
 from .._prune import LEASE_TTL, Candidate, Plan
 from .._rules import as_utc, lease_expiry
-from .._store import Clock, Lease
+from .._store import Lease, Now
 from . import _schema as sql
 from . import _worker as worker
 
@@ -65,7 +65,7 @@ class SqlitePruning:
 
     fetch: Callable[[str, str, Sequence[Any]], Awaitable[list[Any]]]
     write: Callable[[str, Callable[[sqlite3.Connection], int]], Awaitable[int]]
-    clock: Clock
+    clock: Now
 
     async def candidates(self, cut: datetime, *, interrupted: bool) -> list[Candidate]:
         """The sessions a prune may take (see :class:`eventlog._prune.Statements`); the log's

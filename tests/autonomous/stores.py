@@ -11,7 +11,7 @@ from pathlib import Path
 
 import attrs
 
-from eventlog import Clock, PostgresEventLog, SqliteEventLog, utcnow
+from eventlog import Now, PostgresEventLog, SqliteEventLog, utcnow
 
 #: What the tests open: either store, with the methods both have beyond the protocol.
 DurableLog = SqliteEventLog | PostgresEventLog
@@ -31,7 +31,7 @@ def is_postgres(target: str) -> bool:
     return target.startswith(_POSTGRES_SCHEMES)
 
 
-def open_store(target: str, *, clock: Clock = utcnow) -> DurableLog:
+def open_store(target: str, *, clock: Now = utcnow) -> DurableLog:
     """The (unopened) log ``target`` names: PostgresEventLog for a URL, SqliteEventLog else."""
     if is_postgres(target):
         return PostgresEventLog(target, clock=clock)
@@ -49,7 +49,7 @@ class DurableStore:
     kind: str
     target: str
 
-    def open(self, *, clock: Clock = utcnow) -> DurableLog:
+    def open(self, *, clock: Now = utcnow) -> DurableLog:
         """A new (unopened) log on this store; use it with ``async with``."""
         return open_store(self.target, clock=clock)
 
