@@ -183,7 +183,8 @@ class Claimer:
         self._scope = anyio.CancelScope()  # stop() cancels it: the run ends as on a signal
         self._started = False
         self._ended = False
-        self._background: contextlib.AsyncExitStack | None = None  # ``async with``'s group
+        self._background: TaskGroup | None = None  # ``async with``'s group
+        self._failure: Exception | None = None  # how the background run failed, if it did
 
     @property
     def running(self) -> bool:
@@ -216,10 +217,10 @@ class Claimer:
 
     async def __aenter__(self) -> Self:
         """Run the daemon in the background of the ``async with`` block."""
-        stack = contextlib.AsyncExitStack()
-        group = await stack.enter_async_context(anyio.create_task_group())
-        group.start_soon(self.run, name="daemon")
-        self._background = stack
+        group = anyio.create_task_group()
+        await group.__aenter__()
+        group.start_soon(self._run_in_background, name="daemon")
+        self._background = group
         return self
 
     async def __aexit__(
@@ -227,13 +228,27 @@ class Claimer:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> bool | None:
-        """Stop the daemon and wait until its run has returned."""
+    ) -> None:
+        """Stop the daemon and wait until its run has returned; then raise its failure, if
+        it failed and the block raised nothing itself. The block's own error comes out as
+        itself: the group is not told of it (it would wrap it in an exception group)."""
         self.stop()
-        stack, self._background = self._background, None
-        if stack is None:
-            return None
-        return await stack.__aexit__(exc_type, exc, tb)
+        group, self._background = self._background, None
+        if group is None:
+            return
+        # The hand-back of the daemon's runs must finish even if the block was cancelled.
+        group.cancel_scope.shield = True
+        await group.__aexit__(None, None, None)
+        if self._failure is not None and exc is None:
+            raise self._failure
+
+    async def _run_in_background(self) -> None:
+        """:meth:`run`, its failure kept for ``__aexit__``: a failing daemon must not cancel
+        the block it runs beside (a cancellation the block could not tell from its own)."""
+        try:
+            await self.run()
+        except Exception as exc:
+            self._failure = exc
 
     async def _serve(self) -> None:
         """Claim and resume until cancelled; with ``once``, until the pass is done."""

@@ -161,6 +161,35 @@ class TestDaemonStops:
             assert not daemon.running
         assert ["daemon_started"] == reports.events
 
+    async def test_the_block_s_own_error_comes_out_as_itself(self, tmp_path: Path) -> None:
+        """An error raised in the ``async with`` block is raised as it is, not wrapped in an
+        exception group by the daemon's background task, and the daemon is stopped."""
+        clock = FakeClock()
+        async with SqliteEventLog(tmp_path / "runs.db", clock=clock.now) as log:
+            daemon = Daemon(log, agent(log, ScriptedModel([])), poll=10, clock=clock)
+            with anyio.fail_after(10), pytest.raises(KeyError, match="the block's"):
+                async with daemon:
+                    await until(lambda: clock.sleepers == 1)
+                    raise KeyError("the block's")
+            assert not daemon.running
+
+    async def test_its_own_failure_is_raised_on_leaving_the_block(self, tmp_path: Path) -> None:
+        """A daemon that fails in the background leaves the block running (not cancelled) and
+        its error is raised, as itself, when the block ends."""
+
+        class Broken(SqliteEventLog):
+            def watch(self, key: SessionKey | None = None) -> Any:
+                raise RuntimeError("the store broke")
+
+        clock = FakeClock()
+        async with Broken(tmp_path / "runs.db", clock=clock.now) as log:
+            daemon = Daemon(log, agent(log, ScriptedModel([])), poll=10, clock=clock)
+            with anyio.fail_after(10), pytest.raises(RuntimeError, match="the store broke"):
+                async with daemon:
+                    await anyio.wait_all_tasks_blocked()  # the daemon has begun, and failed
+                    reached = not daemon.running
+        assert reached
+
     async def test_stopped_before_it_runs_it_returns_at_once(self, tmp_path: Path) -> None:
         """stop() before run(): run() returns at once, having claimed and reported nothing."""
         clock = FakeClock()
