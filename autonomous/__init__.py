@@ -34,6 +34,7 @@ model_for and output_limit):
     spec/             public: agent spec files (AgentSpec, load_spec, validate_spec)
     _cli/             the `autonomous` command and its daemon (they run spec files)
     testing/          public: ScriptedModel, ScriptedServer and their steps, FakeClock
+    server/           public, the [server] extra: the HTTP control API (create_app)
     fleet/            public: Daemon, the `autonomous daemon` as a library object; AdoptedLease
 """
 

@@ -22,6 +22,7 @@ EDGES = (
     "autonomous.fleet",
     "autonomous.spec",
     "autonomous.local",
+    "autonomous.server",
 )
 
 
@@ -120,6 +121,7 @@ class TestLayers:
         "testing",
         "mcp",
         "local",
+        "server",
         "__init__",
         "__main__",
     )
