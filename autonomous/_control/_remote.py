@@ -8,6 +8,8 @@ resumed (an inject is delivered, a stop or pause is honoured at start).
 
 from __future__ import annotations
 
+import attrs
+
 from eventlog import (
     Control,
     Event,
@@ -45,16 +47,34 @@ async def send_inject(
     Raises :class:`eventlog.SessionFinished` when the session completed or was stopped for
     good: nobody would ever read the message.
     """
+    message_id, _ = await append_inject(log, key, text, caller=caller, via=via, wake=wake)
+    return message_id
+
+
+async def append_inject(
+    log: EventLog,
+    key: SessionKey,
+    text: str,
+    *,
+    caller: Caller | None = None,
+    via: str = "remote",
+    wake: bool = False,
+    author: str | None = None,
+) -> tuple[str, list[int]]:
+    """:func:`send_inject`, and the seqs of what it appended (the message, then the wake
+    request with ``wake``); ``author`` overrides the events' author (default: ``via`` and the
+    caller's identity), as the HTTP API records the principal's name."""
     check_inject(text)
     await _refuse_finished(log, key, "inject")
     originator = to_originator(caller)
     message_id, event = inject_event(key, text, originator, via=via)
+    if author is not None:
+        event = attrs.evolve(event, author=author)
     events = [event]
     if wake:
         wake_request = Control(ControlAction.WAKE.value, originator)
         events.append(Event.create(key, wake_request, author=event.author))
-    await log.append(events)
-    return message_id
+    return message_id, await log.append(events)
 
 
 async def send_control(
@@ -72,15 +92,30 @@ async def send_control(
     its next resume (a stop sticks: only a forced resume runs the session again). Raises
     :class:`eventlog.SessionFinished` when the session completed or was stopped for good.
     """
+    await append_control(log, key, action, caller=caller, detail=detail, via=via)
+
+
+async def append_control(
+    log: EventLog,
+    key: SessionKey,
+    action: str,
+    *,
+    caller: Caller | None = None,
+    detail: str = "",
+    via: str = "remote",
+    author: str | None = None,
+) -> int:
+    """:func:`send_control`, and the seq of the request it appended; ``author`` overrides the
+    event's author (default: ``via`` and the caller's identity)."""
     if action not in ACTIONS:
         raise ConfigurationError(f"unknown control action {action!r}; one of {', '.join(ACTIONS)}")
     what = ControlAction(action)
     await _refuse_finished(log, key, what)
     originator = to_originator(caller)
-    event = Event.create(
-        key, Control(what.value, originator, detail), author=author_of(via, originator)
-    )
-    await log.append([event])
+    who = author if author is not None else author_of(via, originator)
+    event = Event.create(key, Control(what.value, originator, detail), author=who)
+    (seq,) = await log.append([event])
+    return seq
 
 
 async def _refuse_finished(log: EventLog, key: SessionKey, what: str) -> None:
