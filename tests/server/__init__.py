@@ -1,0 +1,1 @@
+"""Tests of the HTTP control API (autonomous.server)."""
