@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
+from datetime import timedelta
 
 import anyio
 from starlette.responses import StreamingResponse
@@ -80,7 +81,12 @@ async def session_frames(
     """The SSE messages of ``key``'s events after seq ``after``, then of each new one, with a
     heartbeat comment whenever ``heartbeat`` seconds of ``clock`` pass without one; never ends
     (the client leaves)."""
-    next_beat = clock.monotonic() + heartbeat
+    beat = timedelta(seconds=heartbeat)
+    next_beat = clock.now() + beat
+
+    async def until_beat() -> None:
+        await clock.sleep_until(next_beat)
+
     async with log.watch(key) as watch:
         while True:
             batch = await log.read(key, after_seq=after, limit=BATCH)
@@ -89,13 +95,11 @@ async def session_frames(
                 after = event.seq
             if len(batch) == BATCH:
                 continue  # more waiting: no pause between batches
-            left = next_beat - clock.monotonic()
-            if left > 0:
-                with clock.move_on_after(left), anyio.move_on_after(poll):
-                    await _first(watch.wait, changes.wait)
-            if clock.monotonic() >= next_beat:
+            with anyio.move_on_after(poll):
+                await _first(watch.wait, changes.wait, until_beat)
+            if clock.now() >= next_beat:
                 yield b": heartbeat\n\n"
-                next_beat = clock.monotonic() + heartbeat
+                next_beat = clock.now() + beat
 
 
 class EventStream(StreamingResponse):
