@@ -376,7 +376,7 @@ async def stream_events(
         heartbeat=state.heartbeat,
         poll=state.poll,
     )
-    return EventStream(frames, send_timeout=state.send_timeout)
+    return EventStream(frames, send_timeout=state.send_timeout, clock=state.clock)
 
 
 async def _control(request: Request, who: Principal, action: ControlAction) -> Accepted:

@@ -125,6 +125,11 @@ def install_error_handlers(app: FastAPI) -> None:
     async def store_error(request: Request, exc: Exception) -> JSONResponse:
         return envelope(500, "store_error", f"the event log failed: {type(exc).__name__}")
 
+    async def internal(request: Request, exc: Exception) -> JSONResponse:
+        # The type only: an exception's text may hold what a caller must not see.
+        return envelope(500, "internal", f"internal error ({type(exc).__name__})")
+
+    app.add_exception_handler(Exception, internal)
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(RequestValidationError, validation)
     app.add_exception_handler(HTTPException, http_error)

@@ -104,9 +104,9 @@ async def session_frames(
 
 class EventStream(StreamingResponse):
     """A ``text/event-stream`` response that ends when its client leaves, and drops a client
-    that does not take a message within ``send_timeout`` seconds."""
+    that does not take a message within ``send_timeout`` seconds of ``clock``."""
 
-    def __init__(self, frames: AsyncGenerator[bytes], *, send_timeout: float) -> None:
+    def __init__(self, frames: AsyncGenerator[bytes], *, send_timeout: float, clock: Clock) -> None:
         super().__init__(
             frames,
             media_type="text/event-stream",
@@ -114,6 +114,7 @@ class EventStream(StreamingResponse):
         )
         self._frames = frames
         self.send_timeout = send_timeout
+        self.clock = clock
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send(
@@ -129,7 +130,7 @@ class EventStream(StreamingResponse):
             tg.start_soon(gone)
             async with aclosing(self._frames) as frames:
                 async for chunk in frames:
-                    with anyio.move_on_after(self.send_timeout) as sending:
+                    with self.clock.move_on_after(self.send_timeout) as sending:
                         await send({"type": "http.response.body", "body": chunk, "more_body": True})
                     if sending.cancelled_caught:
                         break  # a client that does not read is let go

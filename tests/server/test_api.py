@@ -61,6 +61,17 @@ class TestHealth:
             monkeypatch.undo()  # the store is back: so is the server, by itself
             assert 200 == (await client.get(f"{url}/readyz")).status_code
 
+    async def test_an_unexpected_failure_is_500_in_the_envelope_without_its_text(
+        self, log: SqliteEventLog, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        async def broken(*args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("password=hunter2")
+
+        monkeypatch.setattr(log, "sessions", broken)
+        async with serving(log) as url:
+            got = await client.get(f"{url}/v1/sessions", headers=VIEWER)
+        assert "hunter2" not in _error(got, 500)["message"]
+
 
 class TestOpenAPI:
     async def test_openapi_describes_every_route(

@@ -216,3 +216,57 @@ class TestPostgres:
             assert [e.seq for e in everything][:-1] == [f.id for f in seen]
             assert "from elsewhere" == seen[-1].data["payload"]["text"]
             assert ("control", "otto") == (str(everything[-1].kind), everything[-1].author)
+
+
+class TestSlowClients:
+    async def test_a_client_that_does_not_read_is_dropped_after_the_send_timeout(
+        self, log: SqliteEventLog
+    ) -> None:
+        """The server never buffers for a client: it waits for each send, and gives up on
+        one that takes longer than ``send_timeout`` (the stream, and its watch, end)."""
+        from autonomous.server._stream import Changes, EventStream, session_frames
+
+        ref = await completed_session(log, "monitor", "ops", "disk-1")
+        clock = FakeClock()
+        made = session_frames(
+            log, ref.key, 0, content=True, changes=Changes(), clock=clock, heartbeat=15, poll=3600
+        )
+        response = EventStream(made, send_timeout=30, clock=clock)
+        bodies: list[bytes] = []
+        stuck, ended = anyio.Event(), anyio.Event()
+
+        async def send(message: Any) -> None:
+            if message["type"] == "http.response.body":
+                bodies.append(message["body"])
+                stuck.set()
+                await anyio.sleep_forever()  # a client whose socket never drains
+
+        async def receive() -> Any:
+            await anyio.sleep_forever()
+
+        async def serve() -> None:
+            await response({"type": "http"}, receive, send)
+            ended.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(serve)
+            with anyio.fail_after(5):
+                await stuck.wait()
+                clock.advance(29)
+                await anyio.wait_all_tasks_blocked()
+                assert not ended.is_set()
+                clock.advance(1)
+                await ended.wait()
+        assert 1 == len(bodies)
+
+    async def test_a_bad_last_event_id_is_422(
+        self, log: SqliteEventLog, client: httpx.AsyncClient
+    ) -> None:
+        ref = await completed_session(log, "monitor", "ops", "disk-1")
+        async with serving(log) as url:
+            got = await client.get(
+                url + path_of(ref) + "/events/stream",
+                headers={**OPERATOR, "Last-Event-ID": "seven"},
+            )
+        assert 422 == got.status_code
+        assert {"code", "message", "details"} == set(got.json()["error"])
