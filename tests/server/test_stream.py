@@ -12,7 +12,7 @@ import attrs
 import httpx
 import pytest
 
-from autonomous import Agent, resume_autonomous, send_inject, start_autonomous
+from autonomous import Agent, resume_autonomous, start_autonomous
 from autonomous.testing import FakeClock, ScriptedModel, done, reply
 from eventlog import PostgresEventLog, SessionRef, SqliteEventLog
 
@@ -88,6 +88,21 @@ class TestStream:
         assert [f.data["seq"] for f in first + second] == [f.id for f in first + second]
         assert second[-1].data["payload"]["text"] == "two"
         assert [second[2].id] == [f.id for f in third]
+
+    async def test_the_stream_resumes_on_a_new_server_without_gap_or_repeat(
+        self, log: SqliteEventLog, client: httpx.AsyncClient
+    ) -> None:
+        ref = await deferred_session(log, "monitor", "ops", "db-1")
+        stream = path_of(ref) + "/events/stream"
+        async with serving(log) as url:
+            first = await take(client, url + stream, 2, OPERATOR)
+        async with serving(log, poll=0.05) as url:  # restarted (on another port)
+            sent = await client.post(url + path_of(ref) + "/wake", headers=OPERATOR)
+            assert 202 == sent.status_code
+            rest = len(await log.read(ref.key)) - 2
+            headers = {**OPERATOR, "Last-Event-ID": str(first[-1].id)}
+            second = await take(client, url + stream, rest, headers)
+        assert [e.seq for e in await log.read(ref.key)] == [f.id for f in first + second]
 
     async def test_a_viewers_stream_has_no_content(
         self, log: SqliteEventLog, client: httpx.AsyncClient
@@ -194,8 +209,8 @@ class TestPostgres:
     async def test_the_stream_and_control_on_postgresql(
         self, pg_dsn: str, client: httpx.AsyncClient
     ) -> None:
-        """Events another process appends reach the stream by the log's LISTEN (no poll:
-        it is an hour), and a control verb lands."""
+        """An event appended through another server on the log reaches this one's stream by
+        the log's LISTEN (no poll: it is an hour), and a control verb lands."""
         async with PostgresEventLog(pg_dsn) as log, PostgresEventLog(pg_dsn) as other:
             ref = await deferred_session(log, "monitor", "ops", "db-1")
             before = len(await log.read(ref.key))
@@ -207,8 +222,15 @@ class TestPostgres:
                         stream = frames(response)
                         while len(seen) < before:
                             seen.append(await anext(stream))
-                        await send_inject(other, ref.key, "from elsewhere")
-                        seen.append(await anext(stream))
+                        # Through a second server on the same log: only LISTEN tells this one.
+                        async with serving(other) as other_url:
+                            sent = await client.post(
+                                other_url + path_of(ref) + "/inject",
+                                headers=OPERATOR,
+                                json={"text": "from elsewhere"},
+                            )
+                            assert 202 == sent.status_code, sent.text
+                            seen.append(await anext(stream))
                         await stream.aclose()
                 got = await client.post(url + path_of(ref) + "/stop", headers=OPERATOR)
                 assert 202 == got.status_code, got.text
