@@ -84,6 +84,9 @@ class _SessionKeys:
     async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
         raw = scope.get("raw_path") or scope.get("path", "").encode()
         raw = raw.split(b"?", 1)[0]
+        root = scope.get("root_path", "")  # where the app is mounted, if it is
+        if root and raw.startswith(root.encode()):
+            raw = raw[len(root.encode()) :]
         prefix = _SESSIONS.encode()
         if scope["type"] == "http" and raw.startswith(prefix):
             segments = raw[len(prefix) :].split(b"/")
@@ -97,7 +100,7 @@ class _SessionKeys:
                 rest = [unquote_to_bytes(s).decode(errors="replace") for s in segments[3:]]
                 scope = dict(scope)
                 scope[_KEY] = key
-                scope["path"] = _SESSIONS + "/".join(["-", "-", "-", *rest])
+                scope["path"] = root + _SESSIONS + "/".join(["-", "-", "-", *rest])
         await self.app(scope, receive, send)
 
 
@@ -242,7 +245,11 @@ router = APIRouter()
 async def _session_of(request: Request, who: Principal) -> SessionKey:
     """The request's session, when it exists and ``who`` may see it (else 404)."""
     log = _state(request).log
-    key = request.scope.get(_KEY)
+    if _KEY in request.scope:
+        key = request.scope[_KEY]
+    else:  # a server that hands on no raw path: the router's decoding
+        params = request.path_params
+        key = SessionKey(params["app"], params["user"], params["session_id"])
     if not isinstance(key, SessionKey) or not who.sees(key.app):
         raise ApiError(404, "no such session")
     if not await log.read(key, limit=1):

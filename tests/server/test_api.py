@@ -453,3 +453,27 @@ class TestScopes:
             assert 200 == (await client.get(url + path_of(ref), headers=LIMITED)).status_code
             got = await client.post(url + path_of(ref) + "/wake", headers=LIMITED)
             assert 202 == got.status_code
+
+
+class TestMounted:
+    async def test_the_app_works_mounted_under_a_prefix_of_another(
+        self, log: SqliteEventLog, sessions: Mapping[str, SessionRef]
+    ) -> None:
+        """Embedders mount it in their own app: the session routes still find their key, a
+        segment holding ``/`` included."""
+        from starlette.applications import Starlette
+        from starlette.routing import Mount
+
+        from autonomous.server import create_app
+
+        from .conftest import dict_auth
+
+        outer = Starlette(routes=[Mount("/api", app=create_app(log, auth=dict_auth))])
+        transport = httpx.ASGITransport(app=outer)
+        async with httpx.AsyncClient(transport=transport, base_url="http://embedder") as client:
+            for ref in sessions.values():
+                got = await client.get("/api" + path_of(ref) + "/events", headers=VIEWER)
+                assert 200 == got.status_code, got.text
+                assert len(await log.read(ref.key)) == len(got.json()["events"])
+            listed = await client.get("/api/v1/sessions", headers=VIEWER)
+            assert 3 == len(listed.json()["sessions"])
