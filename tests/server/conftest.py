@@ -28,6 +28,7 @@ PRINCIPALS = {
     "operator-secret": Principal("otto", Scope.OPERATOR),
     "admin-secret": Principal("ada", Scope.ADMIN),
     "limited-secret": Principal("lim", Scope.OPERATOR, app="other"),
+    "handle-secret": Principal("handle", Scope.OPERATOR),
 }
 #: The bearer header of each scope's principal (and of the app-limited one).
 VIEWER = {"Authorization": "Bearer viewer-secret"}

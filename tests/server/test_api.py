@@ -280,6 +280,23 @@ class TestControl:
         assert (action, "otto") == (event.payload.action, event.author)
         assert event.payload.caller is not None and "otto" == event.payload.caller.identity
 
+    async def test_a_principal_named_like_a_runs_handle_is_still_obeyed(
+        self,
+        log: SqliteEventLog,
+        sessions: Mapping[str, SessionRef],
+        client: httpx.AsyncClient,
+    ) -> None:
+        """A run ignores control events its own handle wrote (author ``handle...``): a
+        principal of that name is recorded as the API's, so a run still obeys its stop."""
+        ref = sessions["deferred"]
+        async with serving(log) as url:
+            got = await client.post(
+                url + path_of(ref) + "/stop", headers={"Authorization": "Bearer handle-secret"}
+            )
+        assert 202 == got.status_code, got.text
+        (event,) = await log.read(ref.key, after_seq=got.json()["seq"] - 1)
+        assert "api:handle" == event.author
+
     async def test_inject_is_durable_with_its_caller_and_wake(
         self,
         log: SqliteEventLog,
