@@ -31,6 +31,7 @@ from ._prune import add_prune, cmd_prune
 from ._run import add_budget_overrides, cmd_resume, cmd_run
 from ._show import add_show_options, cmd_show
 from ._signals import Shutdown, handling_signals
+from ._tokens import add_token_commands, cmd_token
 
 Command = Callable[[argparse.Namespace], Awaitable[int]]
 
@@ -121,6 +122,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("daemon", "resume sessions when they are due, until interrupted")
     add_daemon_options(p)
+
+    add_token_commands(
+        add("token", "create, list and revoke the HTTP API's tokens (kept in the event log)"),
+        common,
+    )
     return parser
 
 
@@ -258,6 +264,7 @@ COMMANDS: dict[str, Command] = {
     "wake": cmd_control,
     "daemon": cmd_daemon,
     "prune": cmd_prune,
+    "token": cmd_token,
 }
 
 
