@@ -1,12 +1,15 @@
 """Append-only event log: events; in-memory, SQLite and PostgreSQL stores; checkpoints; leases.
 
+The log also keeps the HTTP API's tokens (their secrets' digests, never the secrets).
+
 Map:
     _events.py   the event envelope, one frozen payload class per kind, session keys and
                  their limit (MAX_KEY_LENGTH)
     codec.py     public: events and payloads to JSON and back (one private cattrs converter),
                  schema version checks
     _store.py    the EventLog protocol (with its own append_and_release and watch), SessionRef,
-                 leases, claims, session summaries, prune results
+                 leases, claims, session summaries, prune results, API tokens (TokenRecord:
+                 a secret's digest, never the secret)
     _memory.py   MemoryEventLog: in-process, not durable
     _sqlite/     SqliteEventLog (aiosqlite, WAL, one transaction per write, lease rows) with its
                  transactions, schema, prune and worker thread (its map opens _sqlite/)
@@ -33,7 +36,9 @@ from ._errors import (
     SessionFinished,
     SessionLocked,
     StoreUnavailable,
+    TokenExists,
     UnknownSchemaVersion,
+    UnknownToken,
 )
 from ._events import (
     MAX_KEY_LENGTH,
@@ -73,6 +78,7 @@ from ._store import (
     SessionRef,
     SessionSummary,
     StoreWatch,
+    TokenRecord,
 )
 
 if TYPE_CHECKING:
@@ -157,9 +163,12 @@ __all__ = [
     "SqliteEventLog",
     "StoreUnavailable",
     "StoreWatch",
+    "TokenExists",
+    "TokenRecord",
     "ToolCallRecord",
     "ToolResult",
     "UnknownSchemaVersion",
+    "UnknownToken",
     "UserMessage",
     "Watch",
     "new_event_id",

@@ -7,6 +7,8 @@ EventLogError
 ├── CorruptEvent           a stored row that cannot be read back (also a ValueError)
 │   └── UnknownSchemaVersion   written by a newer (or unknown) schema
 ├── InvalidSessionKey      a key no store takes: a part too long, or not text (also a ValueError)
+├── TokenExists            a token of that name (or secret) is in the log already (ValueError)
+├── UnknownToken           no token of that name in the log (also a LookupError)
 └── StoreUnavailable       the database cannot be opened or written (missing, read-only, full)
 """
 
@@ -70,6 +72,28 @@ class InvalidSessionKey(EventLogError, ValueError):
     def __init__(self, part: str, detail: str) -> None:
         super().__init__(f"session key part {part} {detail}")
         self.part = part
+
+
+class TokenExists(EventLogError, ValueError):
+    """A token of this ``name`` is in the log already (revoked or not: a name is never reused,
+    so that the events a token's holder authored name one holder), or, as ``detail`` says,
+    another token has the same secret."""
+
+    def __init__(self, name: str, detail: str = "") -> None:
+        super().__init__(
+            f"token {name!r}: {detail}"
+            if detail
+            else f"a token named {name!r} exists already (names are never reused)"
+        )
+        self.name = name
+
+
+class UnknownToken(EventLogError, LookupError):
+    """No token of this ``name`` is in the log."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no token named {name!r} in the log")
+        self.name = name
 
 
 class StoreUnavailable(EventLogError):

@@ -14,7 +14,7 @@ from typing import Self
 
 import attrs
 
-from ._errors import LeaseLost, SessionLocked, StoreUnavailable
+from ._errors import LeaseLost, SessionLocked, StoreUnavailable, TokenExists, UnknownToken
 from ._events import Event, EventKind, SessionKey, check_key, utcnow
 from ._rules import (
     NO_MARKS,
@@ -38,6 +38,7 @@ from ._rules import (
     with_marks,
 )
 from ._store import (
+    SECRET_REUSED,
     Claim,
     EventLog,
     Lease,
@@ -46,6 +47,7 @@ from ._store import (
     PrunedSession,
     PruneResult,
     SessionSummary,
+    TokenRecord,
 )
 
 #: An appended event as the log keeps it: its seq, and the event as it was given.
@@ -101,6 +103,8 @@ class MemoryEventLog(EventLog):
         self._marks: dict[SessionKey, Marks] = {}
         self._leases: dict[SessionKey, Lease] = {}  # the held ones
         self._epochs: dict[SessionKey, int] = {}  # the last epoch of each session, kept forever
+        self._tokens: dict[str, TokenRecord] = {}  # by name, in the order they were created
+        self._token_names: dict[str, str] = {}  # each token's name by its digest
         self._closed = False
 
     def __repr__(self) -> str:
@@ -424,3 +428,39 @@ class MemoryEventLog(EventLog):
             raise LeaseLost(str(lease.key), "released")
         if current.holder.token != lease.holder.token or current.epoch != lease.epoch:
             raise LeaseLost(str(lease.key), f"now held by {current.holder} (epoch {current.epoch})")
+
+    # -- tokens ----------------------------------------------------------------------------
+
+    async def create_token(self, record: TokenRecord) -> None:
+        """Keep the token ``record``; a name (or digest) the log has raises
+        :class:`~eventlog.TokenExists`."""
+        self._check_open()
+        if record.name in self._tokens:
+            raise TokenExists(record.name)
+        if record.digest in self._token_names:
+            raise TokenExists(record.name, SECRET_REUSED)
+        self._tokens[record.name] = record
+        self._token_names[record.digest] = record.name
+
+    async def tokens(self) -> list[TokenRecord]:
+        """Every token, revoked and expired ones too, oldest first."""
+        self._check_open()
+        return sorted(self._tokens.values(), key=lambda token: token.created_at)
+
+    async def revoke_token(self, name: str) -> TokenRecord:
+        """Revoke the token ``name`` as of the log's clock (a revoked one stays as it was);
+        an unknown name raises :class:`~eventlog.UnknownToken`."""
+        self._check_open()
+        token = self._tokens.get(name)
+        if token is None:
+            raise UnknownToken(name)
+        if token.revoked_at is None:
+            token = attrs.evolve(token, revoked_at=as_utc(self._clock()))
+            self._tokens[name] = token
+        return token
+
+    async def token_by_digest(self, digest: str) -> TokenRecord | None:
+        """The token whose secret has this digest, or None."""
+        self._check_open()
+        name = self._token_names.get(digest)
+        return None if name is None else self._tokens[name]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
@@ -13,7 +14,7 @@ from typing import Protocol, runtime_checkable
 import anyio
 import attrs
 
-from ._events import Checkpoint, Event, EventKind, SessionKey, check_key
+from ._events import MAX_KEY_LENGTH, Checkpoint, Event, EventKind, SessionKey, check_key
 from ._process import process_start
 
 #: A function giving the current UTC time; stores take one so tests can drive lease expiry
@@ -160,6 +161,72 @@ class PruneResult:
         return sum(pruned.events for pruned in self.pruned)
 
 
+_HEX_DIGEST = re.compile("[0-9a-f]{64}")
+#: What :class:`~eventlog.TokenExists` says of a new token whose digest another token has.
+SECRET_REUSED = "its secret is another token's (a secret is never reused)"
+
+
+def _check_token_text(what: str, text: object) -> None:
+    """Refuse a token's name, scope or app that no store takes (``ValueError``): not text,
+    blank, longer than :data:`~eventlog.MAX_KEY_LENGTH` characters, or not UTF-8."""
+    if not isinstance(text, str):
+        raise ValueError(f"a token's {what} must be text, not {type(text).__name__}")
+    if not text.strip():
+        raise ValueError(f"a token's {what} must not be blank")
+    if len(text) > MAX_KEY_LENGTH:
+        raise ValueError(
+            f"a token's {what} has {len(text):,} characters, more than {MAX_KEY_LENGTH}"
+        )
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"a token's {what} is not text a store can hold: {exc.reason}") from None
+
+
+@attrs.frozen
+class TokenRecord:
+    """An API token as the log keeps it: never its secret, only the secret's SHA-256 digest.
+
+    ``name`` is unique in the log for good (a revoked token keeps it), and is the author of
+    every event its holder appends. ``scope`` is the scope's name (``viewer``, ``operator``,
+    ``admin``: the server's vocabulary; the log stores any text). ``app`` limits the token to
+    that app's sessions (None: every app). ``expires_at`` None: it never expires;
+    ``revoked_at`` None: not revoked. ``digest`` (64 lowercase hex digits) is left out of the
+    repr. A name, scope or app that is blank, not text, or longer than
+    :data:`~eventlog.MAX_KEY_LENGTH` characters, or a digest that is not 64 hex digits, is a
+    ``ValueError`` when the record is made.
+    """
+
+    name: str
+    scope: str
+    digest: str = attrs.field(repr=False)
+    created_at: datetime
+    app: str | None = None
+    expires_at: datetime | None = None
+    revoked_at: datetime | None = None
+
+    def __attrs_post_init__(self) -> None:
+        _check_token_text("name", self.name)
+        _check_token_text("scope", self.scope)
+        if self.app is not None:
+            _check_token_text("app", self.app)
+        if not isinstance(self.digest, str) or _HEX_DIGEST.fullmatch(self.digest) is None:
+            raise ValueError("a token's digest must be 64 lowercase hex digits (SHA-256)")
+
+    def status(self, now: datetime) -> str:
+        """``"revoked"``, ``"expired"`` (at or after ``expires_at``) or ``"active"``, at
+        ``now``."""
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at is not None and now >= self.expires_at:
+            return "expired"
+        return "active"
+
+    def active(self, now: datetime) -> bool:
+        """Whether the token proves its holder at ``now``: neither revoked nor expired."""
+        return self.status(now) == "active"
+
+
 @runtime_checkable
 class EventLog(Protocol):
     """An append-only event store with checkpoints, due-session lookup and session leases.
@@ -177,7 +244,10 @@ class EventLog(Protocol):
     Two members have the protocol's own behaviour, which a store that subclasses
     ``EventLog`` inherits: :meth:`append_and_release` (the two calls, one after the other)
     and :meth:`watch` (no notifications: a reader polls). The stores here subclass it; the
-    durable ones do the first in one atomic step, PostgreSQL's notifies.
+    durable ones do the first in one atomic step, PostgreSQL's notifies. The token members
+    (:meth:`create_token`, :meth:`tokens`, :meth:`revoke_token`, :meth:`token_by_digest`,
+    what the HTTP API's tokens are kept with) raise ``NotImplementedError`` in the protocol's
+    own: a store of a user's that keeps no tokens works for everything else.
     """
 
     #: True when events outlive the process (a resumable store).
@@ -359,6 +429,40 @@ class EventLog(Protocol):
         store that does not notify: its readers poll); PostgresEventLog's wakes on LISTEN.
         """
         return _unnotified()
+
+    async def create_token(self, record: TokenRecord) -> None:
+        """Keep the token ``record`` (its secret's digest, never the secret).
+
+        A name the log has already, revoked or not, raises :class:`~eventlog.TokenExists`
+        with nothing written; so does a digest it has (a secret used twice).
+        """
+        raise NotImplementedError(_no_tokens(self))
+
+    async def tokens(self) -> list[TokenRecord]:
+        """Every token the log keeps, revoked and expired ones too, oldest first."""
+        raise NotImplementedError(_no_tokens(self))
+
+    async def revoke_token(self, name: str) -> TokenRecord:
+        """Revoke the token ``name`` as of the store's clock; the token as it is now.
+
+        Revoking a revoked token changes nothing (it keeps its first ``revoked_at``). An
+        unknown name raises :class:`~eventlog.UnknownToken`.
+        """
+        raise NotImplementedError(_no_tokens(self))
+
+    async def token_by_digest(self, digest: str) -> TokenRecord | None:
+        """The token whose secret has this SHA-256 ``digest`` (hex), revoked or expired ones
+        included (the caller judges them), or None (an indexed read)."""
+        raise NotImplementedError(_no_tokens(self))
+
+
+def _no_tokens(log: object) -> str:
+    """Why a store without the token members cannot do what was asked."""
+    return (
+        f"{type(log).__name__} keeps no API tokens: use a store of eventlog's"
+        " (MemoryEventLog, SqliteEventLog, PostgresEventLog), or implement create_token,"
+        " tokens, revoke_token and token_by_digest"
+    )
 
 
 class StoreWatch(Protocol):

@@ -1,6 +1,6 @@
 """The ``autonomous`` command: validate, run and resume agent specs; list, show and control
 sessions in an event log (``adopt`` records their spec); ``daemon``, which resumes sessions when
-they are due; and ``prune``.
+they are due; ``prune``; and ``token``, the HTTP API's tokens.
 
 Map:
     _main.py       the parser, logging set-up and dispatch
@@ -26,6 +26,8 @@ Map:
     _jsonlines.py  the daemon's report lines; --json: one JSON-lines stream for log shippers
     _hooks.py      running the spec's on_exit completion hook
     _prune.py      prune (retention: the old events of finished sessions)
+    _tokens.py     token create, ls, revoke: the HTTP API's tokens (a secret shown once)
+    _serve.py      serve: the HTTP control API over the log (open only on loopback, loudly)
 The spec files themselves (reading, validate, the daemon's cache) live in autonomous/spec/.
 
 Exit status: see :class:`._exits.Exit` (0 completed, 10 deferred, 11 budget, 12 aborted,

@@ -29,8 +29,10 @@ from ._otel import configure_from_environment
 from ._output import pipe_safe_output
 from ._prune import add_prune, cmd_prune
 from ._run import add_budget_overrides, cmd_resume, cmd_run
+from ._serve import add_serve_options, cmd_serve
 from ._show import add_show_options, cmd_show
 from ._signals import Shutdown, handling_signals
+from ._tokens import add_token_commands, cmd_token
 
 Command = Callable[[argparse.Namespace], Awaitable[int]]
 
@@ -121,6 +123,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("daemon", "resume sessions when they are due, until interrupted")
     add_daemon_options(p)
+
+    add_serve_options(add("serve", "serve the HTTP control API over the log, until interrupted"))
+
+    add_token_commands(
+        add("token", "create, list and revoke the HTTP API's tokens (kept in the event log)"),
+        common,
+    )
     return parser
 
 
@@ -258,6 +267,8 @@ COMMANDS: dict[str, Command] = {
     "wake": cmd_control,
     "daemon": cmd_daemon,
     "prune": cmd_prune,
+    "token": cmd_token,
+    "serve": cmd_serve,
 }
 
 

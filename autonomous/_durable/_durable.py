@@ -99,14 +99,18 @@ class AdoptedLease:
         await self._lost.wait()
 
 
-#: The members the EventLog protocol gained after its first release, with behaviour of its own.
-_LATER_MEMBERS = frozenset({"append_and_release", "watch"})
+#: The members the EventLog protocol gained after its first release, with behaviour of its own
+#: (the token members': NotImplementedError, a run never calls them).
+_LATER_MEMBERS = frozenset(
+    {"append_and_release", "watch", "create_token", "tokens", "revoke_token", "token_by_digest"}
+)
 
 
 def full_log(log: EventLog) -> EventLog:
     """``log`` itself when it has every member of :class:`eventlog.EventLog` (every store of
-    ours: they subclass it); a store written to the protocol before ``append_and_release`` and
-    ``watch`` joined it is given the protocol's own behaviour for what it lacks."""
+    ours: they subclass it); a store written to the protocol before ``append_and_release``,
+    ``watch`` and the token members joined it is given the protocol's own behaviour for what
+    it lacks."""
     if isinstance(log, EventLog):
         return log
     return cast(EventLog, _OlderStore(log))

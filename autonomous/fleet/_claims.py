@@ -69,7 +69,7 @@ from eventlog import (
 from eventlog import SessionSummary as Summary
 from scheduler import Clock, SystemClock
 
-from .._durable._durable import AdoptedLease
+from .._durable._durable import AdoptedLease, full_log
 from .._errors import ConfigurationError
 from .._logging import get_logger
 from .._result import RunResult, StopReason
@@ -147,7 +147,8 @@ class Claimer:
         max_concurrent: int = DEFAULT_MAX_CONCURRENT,
         lease_ttl: float | timedelta = DEFAULT_LEASE_TTL,
     ) -> None:
-        if not isinstance(log, EventLog):
+        # a store written to the protocol before its later members joined it is one all the same
+        if not isinstance(full_log(log), EventLog):
             raise ConfigurationError(f"log must be an eventlog store (EventLog), got {log!r}")
         if (
             isinstance(max_concurrent, bool)
@@ -159,7 +160,7 @@ class Claimer:
             )
         if not callable(report):
             raise ConfigurationError(f"report must be callable, got {report!r}")
-        self._log = log
+        self._log = full_log(log)
         self._poll = seconds("poll", poll)
         self._once = once
         self._crashed = interrupted

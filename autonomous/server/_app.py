@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-import importlib
 import json
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, cast
+from typing import Annotated, Any
 from urllib.parse import unquote_to_bytes
 
 import anyio
@@ -39,6 +38,7 @@ from .._control._session_state import session_state
 from ._auth import Authenticate, Principal, Scope
 from ._errors import ApiError, BodyLimit, install_error_handlers
 from ._stream import Changes, EventStream, session_frames
+from ._tokens import token_auth
 from ._views import event_dict, session_detail, session_dict
 
 #: The largest request body taken (bytes): a control request is a few hundred.
@@ -174,12 +174,6 @@ Viewer = Annotated[Principal, Depends(_needs(Scope.VIEWER))]
 Operator = Annotated[Principal, Depends(_needs(Scope.OPERATOR))]
 
 
-def _token_auth(log: EventLog) -> Authenticate:
-    """The log's own tokens (``autonomous token create``): imported only when used."""
-    tokens = importlib.import_module("autonomous.server._tokens")
-    return cast(Authenticate, tokens.token_auth(log))
-
-
 @attrs.frozen
 class _State:
     """What the routes of one app work with (``app.state.api``)."""
@@ -224,7 +218,7 @@ def create_app(
     )
     api.state.api = _State(
         log=log,
-        authenticate=auth if auth is not None else _token_auth(log),
+        authenticate=auth if auth is not None else token_auth(log),
         changes=Changes(),
         clock=clock if clock is not None else SystemClock(),
         heartbeat=heartbeat,

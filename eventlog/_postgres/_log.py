@@ -14,7 +14,7 @@ import anyio
 import attrs
 
 from .. import _prune as pruning
-from .._errors import LeaseLost, SessionLocked
+from .._errors import LeaseLost, SessionLocked, TokenExists, UnknownToken
 from .._events import Event, EventKind, SessionKey, check_key, utcnow
 from .._rules import (
     as_utc,
@@ -26,7 +26,17 @@ from .._rules import (
     may_take_lease,
     process_alive,
 )
-from .._store import Claim, EventLog, Lease, LeaseHolder, Now, PruneResult, SessionSummary
+from .._store import (
+    SECRET_REUSED,
+    Claim,
+    EventLog,
+    Lease,
+    LeaseHolder,
+    Now,
+    PruneResult,
+    SessionSummary,
+    TokenRecord,
+)
 from . import _batch as batches
 from . import _conn as pgconn
 from . import _sql as sql
@@ -440,6 +450,36 @@ class PostgresEventLog(EventLog):
         params = {"clock": as_utc(self._clock()), "now": as_utc(now)}
         rows = await self._db.all("list due sessions", sql.SELECT_DUE, params)
         return [sql.summary_from_row(row) for row in rows]
+
+    # -- tokens ----------------------------------------------------------------------------
+
+    async def create_token(self, record: TokenRecord) -> None:
+        """Keep the token ``record``, in one statement; a name (or digest) the log has raises
+        :class:`~eventlog.TokenExists` with nothing written."""
+        added, named = await self._db.one(
+            f"add token {record.name!r}", sql.INSERT_TOKEN, sql.token_params(record)
+        )
+        if not added:
+            raise TokenExists(record.name) if named else TokenExists(record.name, SECRET_REUSED)
+
+    async def tokens(self) -> list[TokenRecord]:
+        """Every token, revoked and expired ones too, oldest first."""
+        rows = await self._db.all("list tokens", sql.SELECT_TOKENS, {})
+        return [sql.token_from_row(row) for row in rows]
+
+    async def revoke_token(self, name: str) -> TokenRecord:
+        """Revoke the token ``name`` as of the log's clock (a revoked one stays as it was);
+        an unknown name raises :class:`~eventlog.UnknownToken`."""
+        params = {"name": sql.escape(name), "now": as_utc(self._clock())}
+        rows = await self._db.all(f"revoke token {name!r}", sql.REVOKE_TOKEN, params)
+        if not rows:
+            raise UnknownToken(name)
+        return sql.token_from_row(rows[0])
+
+    async def token_by_digest(self, digest: str) -> TokenRecord | None:
+        """The token whose secret has this digest, or None (a lookup in its unique index)."""
+        rows = await self._db.all("find a token", sql.TOKEN_BY_DIGEST, {"digest": digest})
+        return sql.token_from_row(rows[0]) if rows else None
 
     # -- notifications ---------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """PostgresEventLog's schema, every SQL statement it runs but its prune's (those are in
 _prune.py, as SQLite's are in _sqlite/_prune.py), how it stores text, and its rows read back:
-events, session summaries, leases and claims (as _schema is SQLite's)."""
+events, session summaries, leases, claims and tokens (as _schema is SQLite's)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from psycopg import sql as psql
 from .. import _summary_rows as rows
 from .._events import Event, EventKind, SessionKey
 from .._rules import as_utc
-from .._store import LeaseHolder, SessionSummary
+from .._store import LeaseHolder, SessionSummary, TokenRecord
 from .._summary_rows import Decoding
 from ..codec import decode_payload
 
@@ -89,7 +89,7 @@ def is_notice(payload: str) -> bool:
 
 #: The version of the tables below, kept in ``eventlog_meta``; a newer schema is refused, never
 #: rewritten. An older one is migrated when opened, one version at a time (:data:`MIGRATIONS`).
-STORE_VERSION = 3
+STORE_VERSION = 4
 
 # Version 1 to 2: the events' foreign key on their session goes. It checked nothing the
 # statements do not (an append inserts only rows of sessions it has locked, and a session row
@@ -128,8 +128,30 @@ END $$""",
     "UPDATE eventlog_meta SET value = '3' WHERE key = 'schema_version'",
 )
 
+#: The HTTP API's tokens: a name (unique for good), a scope, the app it is limited to (NULL:
+#: every app), its times (NULL: never expires, not revoked), and the SHA-256 of the secret as
+#: hex (never the secret), unique and indexed: a request's token is found by it. Text as
+#: :func:`escape` stores it.
+TOKENS_TABLE = """
+CREATE TABLE IF NOT EXISTS eventlog_tokens (
+    name text PRIMARY KEY,
+    scope text NOT NULL,
+    app text,
+    digest text NOT NULL UNIQUE,
+    created_at timestamptz NOT NULL,
+    expires_at timestamptz,
+    revoked_at timestamptz
+)"""
+
+# Version 3 to 4: the tokens table (a version 3 schema had no tokens).
+MIGRATE_3_TO_4 = (TOKENS_TABLE, "UPDATE eventlog_meta SET value = '4' WHERE key = 'schema_version'")
+
 #: The statements that bring each older version to the next, run in one transaction.
-MIGRATIONS: dict[str, tuple[str, ...]] = {"1": MIGRATE_1_TO_2, "2": MIGRATE_2_TO_3}
+MIGRATIONS: dict[str, tuple[str, ...]] = {
+    "1": MIGRATE_1_TO_2,
+    "2": MIGRATE_2_TO_3,
+    "3": MIGRATE_3_TO_4,
+}
 
 # The lease lives on the session row (holder, epoch, expiry): the row every append locks first,
 # so that an append, a claim and a takeover of one session run one after another. A released
@@ -185,6 +207,7 @@ CREATE TABLE IF NOT EXISTS eventlog_events (
     payload text NOT NULL,
     PRIMARY KEY (sid, seq)
 )""",
+    TOKENS_TABLE,
     f"""
 INSERT INTO eventlog_meta (key, value) VALUES ('schema_version', '{STORE_VERSION}')
 ON CONFLICT (key) DO NOTHING""",
@@ -500,6 +523,55 @@ SELECT c.*, (SELECT count(*) FROM notified) FROM claimed AS c
 
 #: What a listening connection sends now and then to find out that its server is gone.
 PROBE = "SELECT 1"
+
+_TOKEN_COLUMNS = "name, scope, digest, created_at, app, expires_at, revoked_at"
+#: A new token, in one statement: whether it was added, and whether its name was taken
+#: already (the snapshot is the statement's: the new row is not in it). Neither: its digest was.
+INSERT_TOKEN = f"""
+WITH added AS (
+    INSERT INTO eventlog_tokens ({_TOKEN_COLUMNS})
+    VALUES (%(name)s, %(scope)s, %(digest)s, %(created_at)s, %(app)s, %(expires_at)s,
+        %(revoked_at)s)
+    ON CONFLICT DO NOTHING
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM added),
+    EXISTS (SELECT 1 FROM eventlog_tokens WHERE name = %(name)s)
+"""
+SELECT_TOKENS = f"SELECT {_TOKEN_COLUMNS} FROM eventlog_tokens ORDER BY created_at, name"
+#: Revoke a token (one revoked already keeps its time); its row, none for an unknown name.
+REVOKE_TOKEN = f"""
+UPDATE eventlog_tokens SET revoked_at = coalesce(revoked_at, %(now)s) WHERE name = %(name)s
+RETURNING {_TOKEN_COLUMNS}
+"""
+TOKEN_BY_DIGEST = f"SELECT {_TOKEN_COLUMNS} FROM eventlog_tokens WHERE digest = %(digest)s"
+
+
+def token_params(record: TokenRecord) -> dict[str, Any]:
+    """The :data:`INSERT_TOKEN` parameters of a token."""
+    return {
+        "name": escape(record.name),
+        "scope": escape(record.scope),
+        "digest": record.digest,
+        "created_at": as_utc(record.created_at),
+        "app": None if record.app is None else escape(record.app),
+        "expires_at": None if record.expires_at is None else as_utc(record.expires_at),
+        "revoked_at": None if record.revoked_at is None else as_utc(record.revoked_at),
+    }
+
+
+def token_from_row(row: Sequence[Any]) -> TokenRecord:
+    """The token of an eventlog_tokens row (its columns in :data:`SELECT_TOKENS`' order)."""
+    name, scope, digest, created_at, app, expires_at, revoked_at = row
+    return TokenRecord(
+        name=unescape(name),
+        scope=unescape(scope),
+        digest=digest,
+        created_at=as_utc(created_at),
+        app=None if app is None else unescape(app),
+        expires_at=None if expires_at is None else as_utc(expires_at),
+        revoked_at=None if revoked_at is None else as_utc(revoked_at),
+    )
 
 
 def listen(channel: str) -> psql.Composed:

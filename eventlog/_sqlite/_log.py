@@ -25,7 +25,16 @@ from .._rules import (
     check_limit,
     lease_expiry,
 )
-from .._store import Claim, EventLog, Lease, LeaseHolder, Now, PruneResult, SessionSummary
+from .._store import (
+    Claim,
+    EventLog,
+    Lease,
+    LeaseHolder,
+    Now,
+    PruneResult,
+    SessionSummary,
+    TokenRecord,
+)
 from . import _schema as sql
 from . import _tx as tx
 from . import _worker as worker
@@ -68,7 +77,8 @@ class SqliteEventLog(EventLog):
     shared-memory file cannot be made (a read-only directory), the file is read as it stands
     (``immutable``): what was still only in its WAL, after a crash, is not seen.
 
-    A file of store version 2 is migrated to version 3 in place when opened, in one transaction.
+    A file of an older store version (2 to 5) is migrated to the current one in place when
+    opened, in one transaction.
     """
 
     durable: bool = True
@@ -371,6 +381,30 @@ class SqliteEventLog(EventLog):
         params = (sql.timestamp(self._clock()), sql.timestamp(now))
         rows = await self._fetch("list due sessions", sql.SELECT_DUE, params)
         return [sql.summary_from_row(row) for row in rows]
+
+    # -- tokens ----------------------------------------------------------------------------
+
+    async def create_token(self, record: TokenRecord) -> None:
+        """Keep the token ``record`` in one transaction; a name (or digest) the log has raises
+        :class:`~eventlog.TokenExists` with nothing written."""
+        add = functools.partial(tx.add_token, record=record)
+        await self._write(lambda: f"add token {record.name!r}", worker.in_transaction(add))
+
+    async def tokens(self) -> list[TokenRecord]:
+        """Every token, revoked and expired ones too, oldest first."""
+        rows = await self._fetch("list tokens", sql.SELECT_TOKENS, ())
+        return [sql.token_from_row(row) for row in rows]
+
+    async def revoke_token(self, name: str) -> TokenRecord:
+        """Revoke the token ``name`` as of the log's clock (a revoked one stays as it was);
+        an unknown name raises :class:`~eventlog.UnknownToken`."""
+        revoke = functools.partial(tx.revoke_token, name=name, now=as_utc(self._clock()))
+        return await self._write(lambda: f"revoke token {name!r}", worker.in_transaction(revoke))
+
+    async def token_by_digest(self, digest: str) -> TokenRecord | None:
+        """The token whose secret has this digest, or None (a lookup in its unique index)."""
+        rows = await self._fetch("find a token", sql.TOKEN_BY_DIGEST, (digest,))
+        return sql.token_from_row(rows[0]) if rows else None
 
     # -- the connection --------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from .. import _summary_rows as rows
 from .._errors import CorruptEvent
 from .._events import Event, EventKind, SessionKey
 from .._rules import as_utc, summary_of
+from .._store import TokenRecord
 from .._summary_rows import Decoding
 from ..codec import decode_payload, encode_payload
 
@@ -19,9 +20,9 @@ from ..codec import decode_payload, encode_payload
 #: columns, and finds a session's latest checkpoint through ``sessions.checkpoint_seq``.
 #: Version 3 adds the lease's epoch and its holder's start time, and the summary's paused and
 #: stopped flags. Version 4 adds the summary's unpriced flag, version 5 its input tokens and
-#: cached input tokens. An older file is migrated in place when opened, one version at a time
-#: (:data:`MIGRATIONS`).
-STORE_VERSION = 5
+#: cached input tokens, version 6 the API's tokens. An older file is migrated in place when
+#: opened, one version at a time (:data:`MIGRATIONS`).
+STORE_VERSION = 6
 
 #: The page size of a new file. Every commit writes each page it touched to the WAL in full, and
 #: the WAL is synced and copied back at each checkpoint: an append of a few small events touches
@@ -32,6 +33,20 @@ PAGE_SIZE = 2048
 #: default of 1000 pages is 4 MiB of its default 4 KiB pages; this keeps the 4 MiB, so that the
 #: fixed cost of each such checkpoint is spread over as many commits as by default.
 WAL_AUTOCHECKPOINT = 4 * 1024 * 1024 // PAGE_SIZE
+
+#: The HTTP API's tokens: a name (unique for good), a scope, the app it is limited to (NULL:
+#: every app), times as ISO text (NULL: never expires, not revoked), and the SHA-256 of the
+#: secret as hex (never the secret), unique and indexed: a request's token is found by it.
+TOKENS_TABLE = """
+CREATE TABLE IF NOT EXISTS tokens (
+    name TEXT PRIMARY KEY,
+    scope TEXT NOT NULL,
+    app TEXT,
+    digest TEXT NOT NULL UNIQUE,
+    created_at TEXT NOT NULL,
+    expires_at TEXT,
+    revoked_at TEXT
+)"""
 
 # ``events.seq`` is the rowid, so a new event gets the largest seq so far plus one: rows are
 # never deleted, hence seqs only grow (AUTOINCREMENT would cost one more page per commit).
@@ -85,6 +100,7 @@ CREATE TABLE IF NOT EXISTS leases (
     epoch INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (app, user, session_id)
 );
+{TOKENS_TABLE};
 INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '{STORE_VERSION}');
 COMMIT;
 """
@@ -124,9 +140,16 @@ WHERE EXISTS (
 """,
     "UPDATE meta SET value = '5' WHERE key = 'schema_version'",
 )
+# Version 5 to 6: the tokens table (a version 5 file had no tokens).
+MIGRATE_5_TO_6 = (TOKENS_TABLE, "UPDATE meta SET value = '6' WHERE key = 'schema_version'")
 #: The migration of each older version to the next, all run in the one transaction that opens
 #: an older file.
-MIGRATIONS = {"2": MIGRATE_2_TO_3, "3": MIGRATE_3_TO_4, "4": MIGRATE_4_TO_5}
+MIGRATIONS = {
+    "2": MIGRATE_2_TO_3,
+    "3": MIGRATE_3_TO_4,
+    "4": MIGRATE_4_TO_5,
+    "5": MIGRATE_5_TO_6,
+}
 
 HAS_META = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
 GET_VERSION = "SELECT value FROM meta WHERE key = 'schema_version'"
@@ -263,6 +286,21 @@ RELEASE_LEASE = (
 )
 MAX_SEQ = "SELECT coalesce(max(seq), 0) FROM events"  # the rowid's max: one b-tree descent
 
+_TOKEN_COLUMNS = "name, scope, digest, created_at, app, expires_at, revoked_at"
+#: A new token; a name or digest the table has already inserts nothing (no row returned).
+INSERT_TOKEN = f"""
+INSERT INTO tokens ({_TOKEN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT DO NOTHING RETURNING name
+"""
+TOKEN_NAMED = "SELECT 1 FROM tokens WHERE name = ?"
+SELECT_TOKENS = f"SELECT {_TOKEN_COLUMNS} FROM tokens ORDER BY created_at, rowid"
+#: Revoke a token (one revoked already keeps its time); its row, none for an unknown name.
+REVOKE_TOKEN = f"""
+UPDATE tokens SET revoked_at = coalesce(revoked_at, ?) WHERE name = ?
+RETURNING {_TOKEN_COLUMNS}
+"""
+TOKEN_BY_DIGEST = f"SELECT {_TOKEN_COLUMNS} FROM tokens WHERE digest = ?"
+
 
 def timestamp(moment: datetime) -> str:
     """A UTC time as fixed-width ISO text, so that text order is time order."""
@@ -333,6 +371,33 @@ def event_from_row(row: Sequence[Any], key: SessionKey) -> Event:
         id=event_id,
         seq=seq,
         v=v,
+    )
+
+
+def token_params(record: TokenRecord) -> tuple[Any, ...]:
+    """The :data:`INSERT_TOKEN` parameters of a token."""
+    return (
+        record.name,
+        record.scope,
+        record.digest,
+        timestamp(record.created_at),
+        record.app,
+        None if record.expires_at is None else timestamp(record.expires_at),
+        None if record.revoked_at is None else timestamp(record.revoked_at),
+    )
+
+
+def token_from_row(row: Sequence[Any]) -> TokenRecord:
+    """The token of a tokens row (its columns in :data:`SELECT_TOKENS`' order)."""
+    name, scope, digest, created_at, app, expires_at, revoked_at = row
+    return TokenRecord(
+        name=name,
+        scope=scope,
+        digest=digest,
+        created_at=moment(created_at),
+        app=app,
+        expires_at=None if expires_at is None else moment(expires_at),
+        revoked_at=None if revoked_at is None else moment(revoked_at),
     )
 
 

@@ -1,5 +1,5 @@
 """What SqliteEventLog runs on its writer thread, inside one transaction: inserts, the lease
-fence, releases, claims and batched renewals, session ids and the schema migration; and the
+fence, releases, claims and batched renewals, session ids, tokens and the schema migration; and the
 set-up of a connection it opens (pragmas, WAL mode, the schema), and the result code of an
 sqlite error."""
 
@@ -14,10 +14,10 @@ from typing import Any
 
 import attrs
 
-from .._errors import LeaseLost, SessionLocked
+from .._errors import LeaseLost, SessionLocked, TokenExists, UnknownToken
 from .._events import Event, EventKind, SessionKey
 from .._rules import control_marks, lease_gone, may_take_lease, process_alive
-from .._store import Claim, Lease, LeaseHolder
+from .._store import SECRET_REUSED, Claim, Lease, LeaseHolder, TokenRecord
 from . import _schema as sql
 from . import _worker as worker
 
@@ -299,3 +299,20 @@ def renew_all(
         if cursor.rowcount == 1:
             renewed.append(attrs.evolve(lease, expires_at=expires_at))
     return renewed
+
+
+def add_token(conn: sqlite3.Connection, *, record: TokenRecord) -> None:
+    """Insert a token, or raise :class:`TokenExists` (its name, or its digest, is taken)."""
+    if conn.execute(sql.INSERT_TOKEN, sql.token_params(record)).fetchone() is None:
+        if conn.execute(sql.TOKEN_NAMED, (record.name,)).fetchone() is not None:
+            raise TokenExists(record.name)
+        raise TokenExists(record.name, SECRET_REUSED)
+
+
+def revoke_token(conn: sqlite3.Connection, *, name: str, now: datetime) -> TokenRecord:
+    """Revoke the token ``name`` at ``now`` (a revoked one keeps its time); the token now, or
+    :class:`UnknownToken`."""
+    row = conn.execute(sql.REVOKE_TOKEN, (sql.timestamp(now), name)).fetchone()
+    if row is None:
+        raise UnknownToken(name)
+    return sql.token_from_row(row)

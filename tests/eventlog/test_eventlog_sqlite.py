@@ -756,17 +756,15 @@ def write_v2_file(db_path: Path, events: list[Event], lease: LeaseHolder, until:
 class TestMigration:
     """A version 2 file is brought to version 3 in place, in one transaction, losing nothing."""
 
-    async def test_new_file_is_version_5(self, db_path: Path) -> None:
-        """A file the store creates says it is version 5."""
+    async def test_new_file_is_version_6(self, db_path: Path) -> None:
+        """A file the store creates says it is version 6."""
         async with SqliteEventLog(db_path):
             pass
         with contextlib.closing(sqlite3.connect(db_path)) as conn:
-            assert [("5",)] == conn.execute("SELECT value FROM meta").fetchall()
-        assert 5 == STORE_VERSION
+            assert [("6",)] == conn.execute("SELECT value FROM meta").fetchall()
+        assert 6 == STORE_VERSION
 
-    async def test_version_4_file_is_migrated_to_5_with_tokens_backfilled(
-        self, db_path: Path
-    ) -> None:
+    async def test_version_4_file_is_migrated_with_tokens_backfilled(self, db_path: Path) -> None:
         """A version 4 file gets the token columns, filled from each session's latest
         checkpoint (an omitted cached count is 0; an unreadable checkpoint row stays 0)."""
         other, broken = SessionKey("app", "ops", "b"), SessionKey("app", "ops", "c")
@@ -801,7 +799,7 @@ class TestMigration:
                 summaries[other].cached_input_tokens,
             )
         with contextlib.closing(sqlite3.connect(db_path)) as conn:
-            assert [("5",)] == conn.execute("SELECT value FROM meta").fetchall()
+            assert [("6",)] == conn.execute("SELECT value FROM meta").fetchall()
 
     async def test_version_3_file_is_migrated_to_4(self, db_path: Path) -> None:
         """A version 3 file gets the unpriced column (its sessions priced, as they were)."""
@@ -817,7 +815,7 @@ class TestMigration:
             await log.append([Event.create(A, Checkpoint(2, 1, 1, 0.0, "go", unpriced=True))])
             assert [True] == [s.unpriced for s in await log.sessions()]
         with contextlib.closing(sqlite3.connect(db_path)) as conn:
-            assert [("5",)] == conn.execute("SELECT value FROM meta").fetchall()
+            assert [("6",)] == conn.execute("SELECT value FROM meta").fetchall()
 
     async def test_version_2_file_is_migrated_keeping_everything(
         self, db_path: Path, clock
@@ -848,7 +846,7 @@ class TestMigration:
             assert 1 == lease.epoch
             await log.append(batch(turn=3), lease=lease)
         with contextlib.closing(sqlite3.connect(db_path)) as conn:
-            assert [("5",)] == conn.execute("SELECT value FROM meta").fetchall()
+            assert [("6",)] == conn.execute("SELECT value FROM meta").fetchall()
 
     async def test_migrated_file_opens_again_unchanged(self, db_path: Path) -> None:
         """Opening a migrated file again migrates nothing more."""

@@ -494,3 +494,34 @@ class TestMounted:
                 assert len(await log.read(ref.key)) == len(got.json()["events"])
             listed = await client.get("/api/v1/sessions", headers=VIEWER)
             assert 3 == len(listed.json()["sessions"])
+
+
+class TestDefaultAuth:
+    """``create_app(log)`` without ``auth``: the log's own tokens say who a request is."""
+
+    async def test_the_log_s_tokens_are_the_default(
+        self, log: SqliteEventLog, sessions: Mapping[str, SessionRef], client: httpx.AsyncClient
+    ) -> None:
+        from datetime import UTC, datetime
+
+        from autonomous.server._tokens import digest, new_secret
+        from eventlog import TokenRecord
+
+        secret = new_secret()
+        record = TokenRecord("vic", "viewer", digest(secret), datetime.now(UTC), app="monitor")
+        await log.create_token(record)
+        async with serving(log, auth=None) as base:
+            path = base + path_of(sessions["done"])
+            mine = await client.get(path, headers={"Authorization": f"Bearer {secret}"})
+            other = await client.get(
+                base + path_of(sessions["deferred"]),
+                headers={"Authorization": f"Bearer {secret}"},
+            )
+            control = await client.post(
+                path + "/stop", headers={"Authorization": f"Bearer {secret}"}
+            )
+            anonymous = await client.get(path)
+            await log.revoke_token("vic")
+            revoked = await client.get(path, headers={"Authorization": f"Bearer {secret}"})
+        statuses = [r.status_code for r in (mine, other, control, anonymous, revoked)]
+        assert [200, 404, 403, 401, 401] == statuses
