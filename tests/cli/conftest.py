@@ -1,7 +1,12 @@
-"""Fixtures of the CLI tests: an agent directory with specs, and the command in subprocesses."""
+"""Fixtures of the CLI tests: an agent directory with specs, and the command, in this process or
+in subprocesses."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import io
+import logging
 import os
 import re
 import shutil
@@ -9,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,7 +22,9 @@ from typing import Any
 
 import anyio
 import pytest
+import structlog
 
+from autonomous._cli import _main
 from eventlog import Event, LeaseHolder, Payload, SessionKey, SqliteEventLog
 from eventlog.codec import event_to_dict
 
@@ -172,9 +180,32 @@ def holder_of(cwd: Path, session: str) -> str | None:
 
 
 def cli(
+    cwd: Path,
+    *args: str,
+    timeout: float = 30,
+    env: dict[str, str] | None = None,
+    process: bool = False,
+) -> subprocess.CompletedProcess[str]:
+    """Run the ``autonomous ARGS`` command in ``cwd`` (so ./autonomous.db is the log), with
+    the environment ``ENV`` plus ``env``; its exit status and output as a subprocess's.
+
+    It runs in this process (:func:`autonomous._cli._main.main`, what ``python -m autonomous``
+    runs), which saves starting an interpreter for each command; in a subprocess
+    (:func:`cli_process`) with ``process=True`` (a test of the process itself: its imports, its
+    exit), where this process cannot (not its main thread, or an event loop runs here), and
+    for an environment that acts at the interpreter's start (``PYTHON*``) or sets up
+    OpenTelemetry (``OTEL_*``: a global provider). ``timeout`` bounds only a subprocess (the
+    suite's own timeout bounds a command in this process).
+    """
+    if process or not _can_run_here(env or {}):
+        return cli_process(cwd, *args, timeout=timeout, env=env)
+    return _cli_here(cwd, args, {**ENV, **(env or {})})
+
+
+def cli_process(
     cwd: Path, *args: str, timeout: float = 30, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m autonomous ARGS`` in ``cwd`` (so ./autonomous.db is the log)."""
+    """Run ``python -m autonomous ARGS`` in ``cwd`` in a subprocess (``timeout``: killed after)."""
     return subprocess.run(
         [sys.executable, "-m", "autonomous", *args],
         cwd=cwd,
@@ -184,6 +215,109 @@ def cli(
         timeout=timeout,
         check=False,
     )
+
+
+def _can_run_here(env: Mapping[str, str]) -> bool:
+    """Whether a command can run in this process: on its main thread (the command installs
+    signal handlers), outside an event loop (it runs its own), and for an environment whose
+    effects end with the command."""
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        return False
+    return not any(name.startswith(("PYTHON", "OTEL_")) for name in env)
+
+
+def _cli_here(
+    cwd: Path, args: tuple[str, ...], environment: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """Run the command in this process, as :func:`cli` describes: in ``cwd`` with
+    ``environment``, standard input empty, standard output and error captured; the working
+    directory, environment, logging set-up, ``sys.path`` and the agents' modules put back."""
+    out, err = io.StringIO(), io.StringIO()
+    saved_cwd, saved_environ = os.getcwd(), dict(os.environ)
+    saved_path, saved_modules = list(sys.path), set(sys.modules)
+    root = logging.getLogger()
+    saved_handlers, saved_level = list(root.handlers), root.level
+    configure = _main.configure_logging
+
+    def configure_uncached(verbose: int, as_json: bool) -> None:
+        # The command caches each module's logger (with its stream) on first use: in a
+        # process that runs many commands the next one would log to this one's stream.
+        configure(verbose, as_json)
+        structlog.configure(cache_logger_on_first_use=False)
+
+    _set_environ(environment)
+    os.chdir(cwd)
+    _main.configure_logging = configure_uncached
+    try:
+        with (
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+            _empty_stdin(),
+        ):
+            code = _exit_code(args)
+    finally:
+        _main.configure_logging = configure
+        structlog.reset_defaults()
+        root.handlers[:] = saved_handlers
+        root.setLevel(saved_level)
+        os.chdir(saved_cwd)
+        _set_environ(saved_environ)
+        sys.path[:] = saved_path
+        _forget_agent_modules(saved_modules)
+    command = [sys.executable, "-m", "autonomous", *args]
+    return subprocess.CompletedProcess(command, code, out.getvalue(), err.getvalue())
+
+
+def _exit_code(args: tuple[str, ...]) -> int:
+    """What ``main(args)`` returns; for a ``SystemExit`` (argparse's usage errors,
+    ``--version``) and an uncaught exception, the status the interpreter would exit with."""
+    try:
+        return _main.main(list(args))
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or 0
+        print(exc.code, file=sys.stderr)
+        return 1
+    except Exception:
+        traceback.print_exc()
+        return 1
+
+
+def _set_environ(environment: Mapping[str, str]) -> None:
+    """Make ``os.environ`` exactly ``environment`` (the local time zone follows ``TZ``)."""
+    zone = os.environ.get("TZ")
+    os.environ.clear()
+    os.environ.update(environment)
+    if os.environ.get("TZ") != zone:
+        time.tzset()
+
+
+@contextlib.contextmanager
+def _empty_stdin() -> Iterator[None]:
+    """Standard input empty and not a terminal, as a subprocess's under the suite."""
+    saved = sys.stdin
+    sys.stdin = io.StringIO()
+    try:
+        yield
+    finally:
+        sys.stdin = saved
+
+
+def _forget_agent_modules(before: set[str]) -> None:
+    """Forget the modules the command imported from outside the interpreter and this project
+    (the agents' tools and scripted models): another test's agent directory has its own
+    module of the same name."""
+    kept = (Path(sys.prefix), Path(sys.base_prefix), Path(__file__).parents[2])
+    for name in set(sys.modules) - before:
+        origin = getattr(sys.modules[name], "__file__", None)
+        if origin is not None and not any(Path(origin).resolve().is_relative_to(k) for k in kept):
+            del sys.modules[name]
 
 
 class Background:
